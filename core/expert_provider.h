@@ -1,0 +1,30 @@
+/* The only door from the forward pass to routed-expert weights. core/ calls it; cache/ implements
+ * the real one (bounded RAM + io_uring), core/expert_direct.c a simple one that reads on demand.
+ * The forward pass never learns whether an expert came from RAM, disk or a prefetch. */
+#ifndef DSSPEC_EXPERT_PROVIDER_H
+#define DSSPEC_EXPERT_PROVIDER_H
+
+#include <stdint.h>
+
+/* Pointers into memory the provider owns, valid from acquire until release. FP8 E4M3 weights
+ * row-major; scales are the F32 weight_scale_inv grids ([ceil(rows/128)][ceil(cols/128)]). */
+typedef struct {
+    const uint8_t *gate, *up, *down;           /* [I][H], [I][H], [H][I] */
+    const float *gate_scale, *up_scale, *down_scale;
+} expert_weights;
+
+typedef struct expert_provider {
+    void *self;
+    /* The experts layer `layer` is about to use (the union over the batch). A cache starts reads
+     * for the misses now so that they overlap with computing the hits. */
+    void (*want)(void *self, int layer, const int *experts, int n);
+    /* Pin one of experts[0..n) that is ready (waiting only if none is); *which is its index in the
+     * list. Returns 0, or -1 on an I/O error (message from error()). */
+    int (*acquire_any)(void *self, int layer, const int *experts, int n, int *which, expert_weights *out);
+    void (*release)(void *self, int layer, int expert);
+    /* A guess for a later layer (router lookahead, MTP draft). May be ignored; never pins. */
+    void (*prefetch)(void *self, int layer, const int *experts, int n);
+    const char *(*error)(void *self);
+} expert_provider;
+
+#endif

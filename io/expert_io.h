@@ -1,0 +1,52 @@
+/* Reading routed experts from the checkpoint shards into caller-owned slots: io_uring with
+ * O_DIRECT (reads widened to 4 KiB so they land in place, several in flight), or a pread thread
+ * pool where io_uring or O_DIRECT is refused. Completions are reaped without blocking compute. */
+#ifndef DSSPEC_EXPERT_IO_H
+#define DSSPEC_EXPERT_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "core/checkpoint.h"
+#include "core/expert_provider.h"
+
+typedef enum { IO_BACKEND_AUTO = 0, IO_BACKEND_URING, IO_BACKEND_PREAD } io_backend;
+const char *io_backend_name(io_backend b);
+int io_backend_parse(const char *s, io_backend *out); /* "auto", "uring", "pread"; 0 ok */
+
+typedef struct expert_reader expert_reader;
+
+typedef struct {
+    uint64_t reads_submitted, reads_completed, bytes_read; /* bytes actually transferred (widened) */
+    uint64_t retries, errors;
+    uint64_t max_inflight;
+} expert_reader_stats;
+
+/* queue_depth: reads in flight at most. err gets one line when NULL is returned. With
+ * IO_BACKEND_AUTO the reader probes io_uring + O_DIRECT on the first shard and falls back to pread,
+ * saying why in expert_reader_backend_note(). */
+expert_reader *expert_reader_create(const checkpoint *ck, io_backend want, int queue_depth,
+                                    char *err, size_t errlen);
+void expert_reader_free(expert_reader *r);
+io_backend expert_reader_backend(const expert_reader *r);
+const char *expert_reader_backend_note(const expert_reader *r);
+
+/* Bytes one slot must have for any expert of this checkpoint (4 KiB-widened pieces), a multiple of 4096. */
+size_t expert_reader_slot_bytes(const expert_reader *r);
+
+/* Queue a read of (layer, expert) into slot (4096-aligned, slot_bytes long). tag is returned on
+ * completion. 0, or -1 when the queue is full (reap first) or the expert does not exist. */
+int expert_reader_submit(expert_reader *r, int layer, int expert, void *slot, uint64_t tag);
+
+/* Collect finished reads: waits until at least min_complete are done (0 = never waits), returns
+ * how many were written to tags/status (status 0 ok, or -errno after retries; the error line is
+ * in expert_reader_error()). */
+int expert_reader_reap(expert_reader *r, int min_complete, uint64_t *tags, int *status, int max);
+int expert_reader_inflight(const expert_reader *r);
+const char *expert_reader_error(const expert_reader *r);
+
+/* The six tensors of (layer, expert) inside a filled slot. */
+void expert_reader_view(const expert_reader *r, int layer, int expert, const void *slot, expert_weights *out);
+
+expert_reader_stats expert_reader_get_stats(const expert_reader *r);
+
+#endif
