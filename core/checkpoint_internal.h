@@ -1,0 +1,51 @@
+/* Private to core/checkpoint*.c, core/config.c, core/safetensors.c: the pieces checkpoint_open
+ * is assembled from. Nothing outside core/ includes this. */
+#ifndef DSSPEC_CHECKPOINT_INTERNAL_H
+#define DSSPEC_CHECKPOINT_INTERNAL_H
+
+#include <stdarg.h>
+#include "core/checkpoint.h"
+
+/* One line into err (never longer than errlen, always terminated). */
+void ck_errorf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Whole file into a NUL-terminated malloc'd buffer; NULL with err naming the file. */
+char *ck_read_text_file(const char *path, size_t *len_out, char *err, size_t errlen);
+
+/* config.json -> cfg, every field validated; 0 or -1 with err naming the file and key. */
+int config_load(const char *path, model_config *cfg, char *err, size_t errlen);
+/* generation_config.json when it exists: 1 loaded, 0 absent, -1 malformed (err filled).
+ * bos/eos found there override the config.json ones. */
+int generation_config_load(const char *path, checkpoint *ck, char *err, size_t errlen);
+
+dtype_t dtype_from_name(const char *s); /* safetensors spelling ("F8_E4M3", "BF16", ...) */
+
+/* One tensor entry of a shard header, offsets relative to the data section. */
+typedef struct {
+    char *name;
+    dtype_t dtype;
+    int ndim;
+    int64_t shape[4];
+    uint64_t begin, end;
+} safetensors_entry;
+
+typedef struct {
+    uint64_t file_size, header_len;
+    int n;
+    safetensors_entry *entries;
+} safetensors_header;
+
+/* Reads and checks one shard header from fd: header length inside the file, JSON well formed,
+ * known dtypes, shapes, data_offsets in range, non-overlapping, end-begin == numel*dtype size,
+ * 8 + N + max(end) == file size. 0 or -1 with err naming path (and the tensor). */
+int safetensors_read_header(int fd, const char *path, safetensors_header *h, char *err, size_t errlen);
+/* Same checks on a header already in memory (json of json_len bytes, not NUL-terminated). */
+int safetensors_parse_header(const char *json, size_t json_len, const char *path, safetensors_header *h,
+                             char *err, size_t errlen);
+void safetensors_header_free(safetensors_header *h);
+
+/* Every tensor the forward pass needs exists with the dtype and shape config.json implies
+ * (core/checkpoint_validate.c). 0 or -1 with err naming the file and tensor. */
+int checkpoint_validate_tensors(checkpoint *ck, char *err, size_t errlen);
+
+#endif
