@@ -1,0 +1,213 @@
+/* AVX2 + FMA + F16C path (the i7-8700K class: no AVX-512): 16 columns per step as two 8-float
+ * halves, FP8 through vcvtph2ps (see kernels_internal.h). Only 16 ymm registers: two weight rows
+ * at a time for batches of up to 2, one row at a time for larger batch groups. */
+#include <immintrin.h>
+#include <string.h>
+#include "core/kernels_internal.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+typedef struct { __m256 lo, hi; } ps16;
+
+/* fp8 bytes -> fp16 bits (b & 0x80) << 8 | (b & 0x7F) << 7: sign-extending to 16 bits and shifting
+ * left by 7 puts the sign in bit 15 and a copy of it in bit 14, which the mask clears. */
+INLINE ps16 fp8x16_to_ps(__m128i q)
+{
+    __m256i h = _mm256_slli_epi16(_mm256_cvtepi8_epi16(q), 7);
+    h = _mm256_and_si256(h, _mm256_set1_epi16((short)0xBFFF));
+    ps16 r = { _mm256_cvtph_ps(_mm256_castsi256_si128(h)), _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)) };
+    return r;
+}
+
+INLINE __m256 bf16x8_to_ps(__m128i h)
+{
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* 16 weights of a row from column c, as floats (FP8 still times 2^-8). */
+INLINE ps16 load_w(dtype_t dt, const void *row, int c)
+{
+    if (dt == DTYPE_F8_E4M3) return fp8x16_to_ps(_mm_loadu_si128((const __m128i *)((const uint8_t *)row + c)));
+    ps16 r;
+    if (dt == DTYPE_BF16) {
+        const uint16_t *p = (const uint16_t *)row + c;
+        r.lo = bf16x8_to_ps(_mm_loadu_si128((const __m128i *)p));
+        r.hi = bf16x8_to_ps(_mm_loadu_si128((const __m128i *)(p + 8)));
+    } else {
+        r.lo = _mm256_loadu_ps((const float *)row + c);
+        r.hi = _mm256_loadu_ps((const float *)row + c + 8);
+    }
+    return r;
+}
+
+/* n < 16 weights from column c, zero-padded: AVX2 has no byte-masked loads, so go via a buffer. */
+INLINE ps16 load_w_partial(dtype_t dt, const void *row, int c, int n)
+{
+    size_t esz = dt == DTYPE_F8_E4M3 ? 1 : dt == DTYPE_BF16 ? 2 : 4;
+    _Alignas(32) unsigned char buf[64] = { 0 };
+    memcpy(buf, (const char *)row + (size_t)c * esz, (size_t)n * esz);
+    return load_w(dt, buf, 0);
+}
+
+INLINE ps16 load_x(const float *x)
+{
+    ps16 r = { _mm256_loadu_ps(x), _mm256_loadu_ps(x + 8) };
+    return r;
+}
+
+INLINE ps16 load_x_partial(const float *x, int n)
+{
+    _Alignas(32) float buf[16] = { 0 };
+    memcpy(buf, x, (size_t)n * sizeof(float));
+    return load_x(buf);
+}
+
+INLINE float hsum256(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Dot products of NR (1..2) weight rows with NB (1..4) x rows. Per (row, x) the sum runs over
+ * 128-column blocks; inside a block the low and high 8 columns of each 16-column chunk have their
+ * own accumulators, whose sum (times the block scale) goes into a running vector. */
+INLINE void dot_rows(dtype_t dt, int NR, int NB, const void *const *wrow, const float *const *srow,
+                     int cols, const float *x, int ldx, float out[2][KERNEL_BATCH_GROUP])
+{
+    __m256 tot[2][KERNEL_BATCH_GROUP];
+#pragma GCC unroll 2
+    for (int i = 0; i < NR; i++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++) tot[i][b] = _mm256_setzero_ps();
+    for (int c0 = 0; c0 < cols; c0 += KERNEL_BLOCK) {
+        int cb = cols - c0 < KERNEL_BLOCK ? cols - c0 : KERNEL_BLOCK;
+        ps16 acc[2][KERNEL_BATCH_GROUP];
+#pragma GCC unroll 2
+        for (int i = 0; i < NR; i++)
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++) acc[i][b].lo = acc[i][b].hi = _mm256_setzero_ps();
+        for (int k = 0; k < cb; k += 16) {
+            int n = cb - k < 16 ? cb - k : 16;
+            ps16 wv[2];
+#pragma GCC unroll 2
+            for (int i = 0; i < NR; i++)
+                wv[i] = n == 16 ? load_w(dt, wrow[i], c0 + k) : load_w_partial(dt, wrow[i], c0 + k, n);
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++) {
+                const float *xp = x + (size_t)b * ldx + c0 + k;
+                ps16 xv = n == 16 ? load_x(xp) : load_x_partial(xp, n);
+#pragma GCC unroll 2
+                for (int i = 0; i < NR; i++) {
+                    acc[i][b].lo = _mm256_fmadd_ps(wv[i].lo, xv.lo, acc[i][b].lo);
+                    acc[i][b].hi = _mm256_fmadd_ps(wv[i].hi, xv.hi, acc[i][b].hi);
+                }
+            }
+        }
+#pragma GCC unroll 2
+        for (int i = 0; i < NR; i++) {
+            __m256 s = _mm256_set1_ps(dt == DTYPE_F8_E4M3 ? srow[i][c0 / KERNEL_BLOCK] * FP8_FP16_RESCALE : 1.0f);
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++)
+                tot[i][b] = _mm256_fmadd_ps(_mm256_add_ps(acc[i][b].lo, acc[i][b].hi), s, tot[i][b]);
+        }
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < NR; i++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++) out[i][b] = hsum256(tot[i][b]);
+}
+
+typedef void (*dot_rows_fn)(const void *const *wrow, const float *const *srow, int cols, const float *x,
+                            int ldx, float out[2][KERNEL_BATCH_GROUP]);
+
+#define DOT_ROWS_VARIANT(name, dt, nr, nb)                                                          \
+    static void name(const void *const *wrow, const float *const *srow, int cols, const float *x, \
+                     int ldx, float out[2][KERNEL_BATCH_GROUP])                                    \
+    {                                                                                              \
+        dot_rows(dt, nr, nb, wrow, srow, cols, x, ldx, out);                                       \
+    }
+/* Index [rows per call - 1][batch group - 1]; rows per call is 1 for batch groups of 3 and 4. */
+#define DOT_ROWS_DTYPE(tag, dt)                                                                    \
+    DOT_ROWS_VARIANT(tag##_1_1, dt, 1, 1) DOT_ROWS_VARIANT(tag##_1_2, dt, 1, 2)                    \
+    DOT_ROWS_VARIANT(tag##_1_3, dt, 1, 3) DOT_ROWS_VARIANT(tag##_1_4, dt, 1, 4)                    \
+    DOT_ROWS_VARIANT(tag##_2_1, dt, 2, 1) DOT_ROWS_VARIANT(tag##_2_2, dt, 2, 2)                    \
+    static const dot_rows_fn tag##_table[2][KERNEL_BATCH_GROUP] = {                                \
+        { tag##_1_1, tag##_1_2, tag##_1_3, tag##_1_4 }, { tag##_2_1, tag##_2_2, NULL, NULL } };
+
+DOT_ROWS_DTYPE(dot_f8, DTYPE_F8_E4M3)
+DOT_ROWS_DTYPE(dot_bf16, DTYPE_BF16)
+DOT_ROWS_DTYPE(dot_f32, DTYPE_F32)
+
+void matvec_range_avx2(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy)
+{
+    const dot_rows_fn (*table)[KERNEL_BATCH_GROUP];
+    switch (w->dtype) {
+    case DTYPE_F8_E4M3: table = dot_f8_table; break;
+    case DTYPE_BF16: table = dot_bf16_table; break;
+    case DTYPE_F32: table = dot_f32_table; break;
+    default: kernels_unsupported_dtype(w->dtype, "matvec_range"); return;
+    }
+    int step = nb <= 2 ? 2 : 1;
+    for (int r = r0; r < r1; r += step) {
+        int nr = r1 - r < step ? r1 - r : step;
+        const void *wrow[2] = { kernel_weight_row(w, r), kernel_weight_row(w, r + nr - 1) };
+        const float *srow[2] = { NULL, NULL };
+        if (w->dtype == DTYPE_F8_E4M3) {
+            srow[0] = kernel_scale_row(w, r);
+            srow[1] = kernel_scale_row(w, r + nr - 1);
+        }
+        for (int b0 = 0; b0 < nb; b0 += KERNEL_BATCH_GROUP) {
+            int nbg = nb - b0 < KERNEL_BATCH_GROUP ? nb - b0 : KERNEL_BATCH_GROUP;
+            float out[2][KERNEL_BATCH_GROUP];
+            table[nr - 1][nbg - 1](wrow, srow, w->cols, x + (size_t)b0 * ldx, ldx, out);
+            for (int i = 0; i < nr; i++)
+                for (int b = 0; b < nbg; b++) y[(size_t)(b0 + b) * ldy + (r - r0) + i] = out[i][b];
+        }
+    }
+}
+
+/* y_b[c] += W[r][c] * a_b along one row, a_b already holding x_b[r] times the block scale. */
+INLINE void axpy_row(dtype_t dt, const void *row, const float *srow, int cols, const float *xr, int ldx,
+                     int nb, float *y, int ldy)
+{
+    for (int c0 = 0; c0 < cols; c0 += KERNEL_BLOCK) {
+        int cb = cols - c0 < KERNEL_BLOCK ? cols - c0 : KERNEL_BLOCK;
+        float s = dt == DTYPE_F8_E4M3 ? srow[c0 / KERNEL_BLOCK] * FP8_FP16_RESCALE : 1.0f;
+        for (int k = 0; k < cb; k += 16) {
+            int n = cb - k < 16 ? cb - k : 16;
+            ps16 wv = n == 16 ? load_w(dt, row, c0 + k) : load_w_partial(dt, row, c0 + k, n);
+            for (int b = 0; b < nb; b++) {
+                float *yp = y + (size_t)b * ldy + c0 + k;
+                __m256 a = _mm256_set1_ps(xr[(size_t)b * ldx] * s);
+                if (n == 16) {
+                    _mm256_storeu_ps(yp, _mm256_fmadd_ps(wv.lo, a, _mm256_loadu_ps(yp)));
+                    _mm256_storeu_ps(yp + 8, _mm256_fmadd_ps(wv.hi, a, _mm256_loadu_ps(yp + 8)));
+                } else {
+                    _Alignas(32) float buf[16] = { 0 };
+                    memcpy(buf, yp, (size_t)n * sizeof(float));
+                    _mm256_store_ps(buf, _mm256_fmadd_ps(wv.lo, a, _mm256_load_ps(buf)));
+                    _mm256_store_ps(buf + 8, _mm256_fmadd_ps(wv.hi, a, _mm256_load_ps(buf + 8)));
+                    memcpy(yp, buf, (size_t)n * sizeof(float));
+                }
+            }
+        }
+    }
+}
+
+void matvec_t_range_avx2(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy)
+{
+    if (w->dtype != DTYPE_F8_E4M3 && w->dtype != DTYPE_BF16 && w->dtype != DTYPE_F32)
+        kernels_unsupported_dtype(w->dtype, "matvec_t_range");
+    for (int b = 0; b < nb; b++) memset(y + (size_t)b * ldy, 0, (size_t)w->cols * sizeof(float));
+    for (int r = r0; r < r1; r++) {
+        const void *row = kernel_weight_row(w, r);
+        const float *srow = w->dtype == DTYPE_F8_E4M3 ? kernel_scale_row(w, r) : NULL;
+        switch (w->dtype) {
+        case DTYPE_F8_E4M3: axpy_row(DTYPE_F8_E4M3, row, srow, w->cols, x + (r - r0), ldx, nb, y, ldy); break;
+        case DTYPE_BF16: axpy_row(DTYPE_BF16, row, srow, w->cols, x + (r - r0), ldx, nb, y, ldy); break;
+        default: axpy_row(DTYPE_F32, row, srow, w->cols, x + (r - r0), ldx, nb, y, ldy); break;
+        }
+    }
+}

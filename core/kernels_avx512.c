@@ -1,0 +1,184 @@
+/* AVX-512 path: 16 columns per vector, FP8 through vcvtph2ps (see kernels_internal.h). */
+#include <immintrin.h>
+#include <string.h>
+#include "core/kernels_internal.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* fp8 bytes -> fp16 bits (b & 0x80) << 8 | (b & 0x7F) << 7: sign-extending to 16 bits and shifting
+ * left by 7 puts the sign in bit 15 and a copy of it in bit 14, which the mask clears. */
+INLINE __m512 fp8x16_to_ps(__m128i q)
+{
+    __m256i h = _mm256_slli_epi16(_mm256_cvtepi8_epi16(q), 7);
+    return _mm512_cvtph_ps(_mm256_and_si256(h, _mm256_set1_epi16((short)0xBFFF)));
+}
+
+INLINE __m512 bf16x16_to_ps(__m256i h)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* 16 weights of a row from column c, as floats (FP8 still times 2^-8). */
+INLINE __m512 load_w(dtype_t dt, const void *row, int c)
+{
+    if (dt == DTYPE_F8_E4M3) return fp8x16_to_ps(_mm_loadu_si128((const __m128i *)((const uint8_t *)row + c)));
+    if (dt == DTYPE_BF16) return bf16x16_to_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + c)));
+    return _mm512_loadu_ps((const float *)row + c);
+}
+
+/* Masked loads never touch the masked-off bytes, so a row's tail needs no padding. */
+INLINE __m512 load_w_masked(dtype_t dt, const void *row, int c, __mmask16 m)
+{
+    if (dt == DTYPE_F8_E4M3) return fp8x16_to_ps(_mm_maskz_loadu_epi8(m, (const uint8_t *)row + c));
+    if (dt == DTYPE_BF16) return bf16x16_to_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)row + c));
+    return _mm512_maskz_loadu_ps(m, (const float *)row + c);
+}
+
+/* Dot products of NR (1..2) weight rows with NB (1..4) x rows. Per (row, x) the sum runs over
+ * 128-column blocks; inside a block, even 16-column chunks go to one accumulator and odd ones to
+ * another, the block sum (times its scale) goes into a running vector, reduced at the end. */
+INLINE void dot_rows(dtype_t dt, int NR, int NB, const void *const *wrow, const float *const *srow,
+                     int cols, const float *x, int ldx, float out[2][KERNEL_BATCH_GROUP])
+{
+    __m512 tot[2][KERNEL_BATCH_GROUP];
+#pragma GCC unroll 2
+    for (int i = 0; i < NR; i++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++) tot[i][b] = _mm512_setzero_ps();
+    for (int c0 = 0; c0 < cols; c0 += KERNEL_BLOCK) {
+        int cb = cols - c0 < KERNEL_BLOCK ? cols - c0 : KERNEL_BLOCK;
+        __m512 acc[2][KERNEL_BATCH_GROUP][2];
+#pragma GCC unroll 2
+        for (int i = 0; i < NR; i++)
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++) acc[i][b][0] = acc[i][b][1] = _mm512_setzero_ps();
+        int k = 0;
+        for (; k + 32 <= cb; k += 32) {
+            __m512 w0[2], w1[2];
+#pragma GCC unroll 2
+            for (int i = 0; i < NR; i++) {
+                w0[i] = load_w(dt, wrow[i], c0 + k);
+                w1[i] = load_w(dt, wrow[i], c0 + k + 16);
+            }
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++) {
+                __m512 x0 = _mm512_loadu_ps(x + (size_t)b * ldx + c0 + k);
+                __m512 x1 = _mm512_loadu_ps(x + (size_t)b * ldx + c0 + k + 16);
+#pragma GCC unroll 2
+                for (int i = 0; i < NR; i++) {
+                    acc[i][b][0] = _mm512_fmadd_ps(w0[i], x0, acc[i][b][0]);
+                    acc[i][b][1] = _mm512_fmadd_ps(w1[i], x1, acc[i][b][1]);
+                }
+            }
+        }
+        for (; k < cb; k += 16) {  /* block tail: at most one full and one partial chunk */
+            int n = cb - k < 16 ? cb - k : 16;
+            __mmask16 m = (__mmask16)((1u << n) - 1);
+            int par = (k >> 4) & 1;
+            __m512 wt[2];
+#pragma GCC unroll 2
+            for (int i = 0; i < NR; i++) wt[i] = load_w_masked(dt, wrow[i], c0 + k, m);
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++) {
+                __m512 xt = _mm512_maskz_loadu_ps(m, x + (size_t)b * ldx + c0 + k);
+#pragma GCC unroll 2
+                for (int i = 0; i < NR; i++) acc[i][b][par] = _mm512_fmadd_ps(wt[i], xt, acc[i][b][par]);
+            }
+        }
+#pragma GCC unroll 2
+        for (int i = 0; i < NR; i++) {
+            __m512 s = _mm512_set1_ps(dt == DTYPE_F8_E4M3 ? srow[i][c0 / KERNEL_BLOCK] * FP8_FP16_RESCALE : 1.0f);
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++)
+                tot[i][b] = _mm512_fmadd_ps(_mm512_add_ps(acc[i][b][0], acc[i][b][1]), s, tot[i][b]);
+        }
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < NR; i++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++) out[i][b] = _mm512_reduce_add_ps(tot[i][b]);
+}
+
+typedef void (*dot_rows_fn)(const void *const *wrow, const float *const *srow, int cols, const float *x,
+                            int ldx, float out[2][KERNEL_BATCH_GROUP]);
+
+#define DOT_ROWS_VARIANT(name, dt, nr, nb)                                                          \
+    static void name(const void *const *wrow, const float *const *srow, int cols, const float *x, \
+                     int ldx, float out[2][KERNEL_BATCH_GROUP])                                    \
+    {                                                                                              \
+        dot_rows(dt, nr, nb, wrow, srow, cols, x, ldx, out);                                       \
+    }
+#define DOT_ROWS_DTYPE(tag, dt)                                                                    \
+    DOT_ROWS_VARIANT(tag##_1_1, dt, 1, 1) DOT_ROWS_VARIANT(tag##_1_2, dt, 1, 2)                    \
+    DOT_ROWS_VARIANT(tag##_1_3, dt, 1, 3) DOT_ROWS_VARIANT(tag##_1_4, dt, 1, 4)                    \
+    DOT_ROWS_VARIANT(tag##_2_1, dt, 2, 1) DOT_ROWS_VARIANT(tag##_2_2, dt, 2, 2)                    \
+    DOT_ROWS_VARIANT(tag##_2_3, dt, 2, 3) DOT_ROWS_VARIANT(tag##_2_4, dt, 2, 4)                    \
+    static const dot_rows_fn tag##_table[2][KERNEL_BATCH_GROUP] = {                                \
+        { tag##_1_1, tag##_1_2, tag##_1_3, tag##_1_4 }, { tag##_2_1, tag##_2_2, tag##_2_3, tag##_2_4 } };
+
+DOT_ROWS_DTYPE(dot_f8, DTYPE_F8_E4M3)
+DOT_ROWS_DTYPE(dot_bf16, DTYPE_BF16)
+DOT_ROWS_DTYPE(dot_f32, DTYPE_F32)
+
+void matvec_range_avx512(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy)
+{
+    const dot_rows_fn (*table)[KERNEL_BATCH_GROUP];
+    switch (w->dtype) {
+    case DTYPE_F8_E4M3: table = dot_f8_table; break;
+    case DTYPE_BF16: table = dot_bf16_table; break;
+    case DTYPE_F32: table = dot_f32_table; break;
+    default: kernels_unsupported_dtype(w->dtype, "matvec_range"); return;
+    }
+    for (int r = r0; r < r1; r += 2) {
+        int nr = r1 - r < 2 ? r1 - r : 2;
+        const void *wrow[2] = { kernel_weight_row(w, r), kernel_weight_row(w, r + nr - 1) };
+        const float *srow[2] = { NULL, NULL };
+        if (w->dtype == DTYPE_F8_E4M3) {
+            srow[0] = kernel_scale_row(w, r);
+            srow[1] = kernel_scale_row(w, r + nr - 1);
+        }
+        for (int b0 = 0; b0 < nb; b0 += KERNEL_BATCH_GROUP) {
+            int nbg = nb - b0 < KERNEL_BATCH_GROUP ? nb - b0 : KERNEL_BATCH_GROUP;
+            float out[2][KERNEL_BATCH_GROUP];
+            table[nr - 1][nbg - 1](wrow, srow, w->cols, x + (size_t)b0 * ldx, ldx, out);
+            for (int i = 0; i < nr; i++)
+                for (int b = 0; b < nbg; b++) y[(size_t)(b0 + b) * ldy + (r - r0) + i] = out[i][b];
+        }
+    }
+}
+
+/* y_b[c] += W[r][c] * a_b along one row, a_b already holding x_b[r] times the block scale. */
+INLINE void axpy_row(dtype_t dt, const void *row, const float *srow, int cols, const float *xr, int ldx,
+                     int nb, float *y, int ldy)
+{
+    for (int c0 = 0; c0 < cols; c0 += KERNEL_BLOCK) {
+        int cb = cols - c0 < KERNEL_BLOCK ? cols - c0 : KERNEL_BLOCK;
+        float s = dt == DTYPE_F8_E4M3 ? srow[c0 / KERNEL_BLOCK] * FP8_FP16_RESCALE : 1.0f;
+        for (int k = 0; k < cb; k += 16) {
+            int n = cb - k < 16 ? cb - k : 16;
+            __mmask16 m = (__mmask16)((1u << n) - 1);
+            __m512 wv = n == 16 ? load_w(dt, row, c0 + k) : load_w_masked(dt, row, c0 + k, m);
+            for (int b = 0; b < nb; b++) {
+                float *yp = y + (size_t)b * ldy + c0 + k;
+                __m512 a = _mm512_set1_ps(xr[(size_t)b * ldx] * s);
+                _mm512_mask_storeu_ps(yp, m, _mm512_fmadd_ps(wv, a, _mm512_maskz_loadu_ps(m, yp)));
+            }
+        }
+    }
+}
+
+void matvec_t_range_avx512(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy)
+{
+    if (w->dtype != DTYPE_F8_E4M3 && w->dtype != DTYPE_BF16 && w->dtype != DTYPE_F32)
+        kernels_unsupported_dtype(w->dtype, "matvec_t_range");
+    for (int b = 0; b < nb; b++) memset(y + (size_t)b * ldy, 0, (size_t)w->cols * sizeof(float));
+    for (int r = r0; r < r1; r++) {
+        const void *row = kernel_weight_row(w, r);
+        const float *srow = w->dtype == DTYPE_F8_E4M3 ? kernel_scale_row(w, r) : NULL;
+        switch (w->dtype) {
+        case DTYPE_F8_E4M3: axpy_row(DTYPE_F8_E4M3, row, srow, w->cols, x + (r - r0), ldx, nb, y, ldy); break;
+        case DTYPE_BF16: axpy_row(DTYPE_BF16, row, srow, w->cols, x + (r - r0), ldx, nb, y, ldy); break;
+        default: axpy_row(DTYPE_F32, row, srow, w->cols, x + (r - r0), ldx, nb, y, ldy); break;
+        }
+    }
+}
