@@ -1,0 +1,77 @@
+/* The DeepSeek-V3/R1 forward pass: resident weights, the absorbed-MLA latent KV cache, and a
+ * batched forward over rows at arbitrary positions. Routed experts come only through an
+ * expert_provider. A row's numbers never depend on which other rows share its batch, so a 2-row
+ * speculative verification gives bit-identical results to two 1-row passes. */
+#ifndef DSSPEC_MODEL_H
+#define DSSPEC_MODEL_H
+
+#include <stddef.h>
+#include "core/checkpoint.h"
+#include "core/expert_provider.h"
+#include "core/threadpool.h"
+
+typedef struct model model;
+
+/* Loads every resident weight (everything but routed experts and the embedding table, whose rows
+ * are read on demand) of the main layers and, when present, the MTP layer. */
+model *model_load(const checkpoint *ck, thread_pool *pool, char *err, size_t errlen);
+void model_free(model *m);
+const model_config *model_get_config(const model *m);
+const checkpoint *model_get_checkpoint(const model *m);
+size_t model_resident_bytes(const model *m);
+int model_has_mtp(const model *m);
+
+/* Latent KV cache of a set of layers: per token kv_lora_rank latent + qk_rope_head_dim rotated
+ * k_rope values per layer (fp32). The main model uses layers [0, L); the MTP drafter its own cache
+ * for layer L. len is the number of valid positions. */
+typedef struct {
+    int first_layer, n_layers, ctx, len;
+    int latent_dim, rope_dim;
+    float *latent; /* [n_layers][ctx][latent_dim] */
+    float *krope;  /* [n_layers][ctx][rope_dim] */
+} kv_cache;
+
+size_t kv_cache_bytes(const model_config *c, int n_layers, int ctx);
+kv_cache *kv_cache_create(const model_config *c, int first_layer, int n_layers, int ctx);
+void kv_cache_free(kv_cache *kv);
+/* Forget every position >= len (speculation rolls back a rejected draft this way). */
+void kv_cache_truncate(kv_cache *kv, int len);
+
+/* Observes routing decisions: called once per MoE layer per row with the chosen experts in
+ * ascending id order. */
+typedef void (*route_observer)(void *ctx, int layer, int row, const int *experts, int k);
+
+typedef struct {
+    float *hidden;         /* [nb][H] after model.norm, or NULL */
+    float *logits;         /* [nb - logits_from][V], rows logits_from..nb-1, or NULL */
+    int logits_from;
+    route_observer on_route;
+    void *route_ctx;
+    int prefetch;          /* 1: apply layer l+1's router early and hand its guess to ep->prefetch */
+} forward_request;
+
+/* Rows tokens[0..nb) at positions pos[0..nb) (each row attends to positions 0..pos[b] of kv, rows of
+ * this batch included); writes their KV entries and sets kv->len = max(pos)+1.
+ * Returns 0, or -1 with an error in err (an expert read failed, a position beyond ctx). */
+int model_forward(model *m, kv_cache *kv, expert_provider *ep, const int *tokens, const int *pos, int nb,
+                  forward_request *req, char *err, size_t errlen);
+
+/* Building blocks the MTP drafter (speculate/) composes with the same code as the main layers. */
+int model_embed(const model *m, const char *table, const int *tokens, int nb, float *x, char *err, size_t errlen);
+void model_rmsnorm(const float *x, const float *w, int n, double eps, float *out);
+int model_decoder_layer(model *m, int layer, kv_cache *kv, expert_provider *ep, float *x, const int *pos, int nb,
+                        forward_request *req, char *err, size_t errlen);
+
+/* MTP layer extras (layer index L = num_hidden_layers): NULL when the checkpoint has none. */
+typedef struct {
+    const float *enorm, *hnorm, *head_norm; /* [H] */
+    const void *eh_proj_data;               /* BF16 [H][2H] */
+    const void *head_data;                  /* BF16 [V][H] (shared_head.head) */
+    const char *embed_table;                /* tensor name used for the MTP's embedding rows */
+} mtp_extras;
+const mtp_extras *model_mtp_extras(const model *m);
+
+/* y[nb][rows] = W x for a resident BF16 matrix given its data (used for eh_proj and heads). */
+void model_bf16_matvec(model *m, const void *data, int rows, int cols, const float *x, int nb, float *y);
+
+#endif

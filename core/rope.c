@@ -1,0 +1,64 @@
+#include <math.h>
+#include "core/rope.h"
+
+double yarn_mscale(double scale, double m)
+{
+    return scale <= 1.0 ? 1.0 : 0.1 * m * log(scale) + 1.0;
+}
+
+double mla_softmax_scale(const model_config *c)
+{
+    double s = 1.0 / sqrt((double)(c->qk_nope_head_dim + c->qk_rope_head_dim));
+    if (c->yarn.enabled && c->yarn.mscale_all_dim != 0.0) {
+        double m = yarn_mscale(c->yarn.factor, c->yarn.mscale_all_dim);
+        s *= m * m;
+    }
+    return s;
+}
+
+/* The dimension index whose wavelength makes n_rot full turns over the original context. */
+static double yarn_correction_dim(double n_rot, int dim, double base, int orig_ctx)
+{
+    return dim * log(orig_ctx / (n_rot * 2.0 * M_PI)) / (2.0 * log(base));
+}
+
+int rope_init(rope_table *r, const model_config *c)
+{
+    int dim = c->qk_rope_head_dim;
+    if (dim <= 0 || dim % 2 || dim / 2 > 256) return -1;
+    r->dim = dim;
+    r->attention_factor = 1.0;
+    double base = c->rope_theta;
+    for (int i = 0; i < dim / 2; i++) r->inv_freq[i] = 1.0 / pow(base, (2.0 * i) / dim);
+    if (!c->yarn.enabled) return 0;
+
+    const yarn_config *y = &c->yarn;
+    /* High-frequency dims (index below `low`) keep their frequency, low-frequency dims (above
+     * `high`) are divided by factor, with a linear ramp between: floor/ceil as DeepSeek and HF do. */
+    double low = floor(yarn_correction_dim(y->beta_fast, dim, base, y->original_max_position_embeddings));
+    double high = ceil(yarn_correction_dim(y->beta_slow, dim, base, y->original_max_position_embeddings));
+    if (low < 0) low = 0;
+    if (high > dim - 1) high = dim - 1;
+    if (low == high) high += 0.001;
+    for (int i = 0; i < dim / 2; i++) {
+        double ramp = (i - low) / (high - low);
+        if (ramp < 0) ramp = 0;
+        if (ramp > 1) ramp = 1;
+        double extrapolation_weight = 1.0 - ramp;
+        double f = r->inv_freq[i];
+        r->inv_freq[i] = (f / y->factor) * ramp + f * extrapolation_weight;
+    }
+    r->attention_factor = yarn_mscale(y->factor, y->mscale) / yarn_mscale(y->factor, y->mscale_all_dim);
+    return 0;
+}
+
+void rope_apply(const rope_table *r, float *vec, int pos)
+{
+    for (int i = 0; i < r->dim / 2; i++) {
+        double angle = (double)pos * r->inv_freq[i];
+        double cs = cos(angle) * r->attention_factor, sn = sin(angle) * r->attention_factor;
+        double a = vec[2 * i], b = vec[2 * i + 1];
+        vec[2 * i] = (float)(a * cs - b * sn);
+        vec[2 * i + 1] = (float)(a * sn + b * cs);
+    }
+}

@@ -1,0 +1,22 @@
+/* YaRN rotary embedding as DeepSeek-V3 applies it: rope dims are stored as interleaved pairs
+ * (2i, 2i+1), each rotated by pos * inv_freq[i]; cos/sin are scaled by attention_factor. */
+#ifndef DSSPEC_ROPE_H
+#define DSSPEC_ROPE_H
+
+#include "core/checkpoint.h"
+
+typedef struct {
+    int dim;              /* qk_rope_head_dim */
+    double inv_freq[256]; /* dim/2 entries */
+    double attention_factor;
+} rope_table;
+
+int rope_init(rope_table *r, const model_config *c); /* 0, or -1 if dim is odd or > 512 */
+/* Rotate vec[0..dim) in place for position pos. */
+void rope_apply(const rope_table *r, float *vec, int pos);
+/* mscale(scale, m) = 0.1 * m * ln(scale) + 1 for scale > 1, else 1 (DeepSeek's yarn_get_mscale). */
+double yarn_mscale(double scale, double m);
+/* The softmax scale of MLA: (nope + rope)^-0.5 * mscale(factor, mscale_all_dim)^2 under YaRN. */
+double mla_softmax_scale(const model_config *c);
+
+#endif

@@ -1,0 +1,96 @@
+#include <math.h>
+#include <stdlib.h>
+#include "core/sampler.h"
+
+sampler *sampler_create(int n_vocab, double temperature, double top_p, uint64_t seed)
+{
+    sampler *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->temperature = temperature;
+    s->top_p = top_p > 0 && top_p <= 1 ? top_p : 1.0;
+    s->state = seed;
+    s->n = n_vocab;
+    s->probs = malloc((size_t)n_vocab * sizeof *s->probs);
+    s->order = malloc((size_t)n_vocab * sizeof *s->order);
+    if (!s->probs || !s->order) { sampler_free(s); return NULL; }
+    return s;
+}
+
+void sampler_free(sampler *s)
+{
+    if (!s) return;
+    free(s->probs);
+    free(s->order);
+    free(s);
+}
+
+int sampler_argmax(const float *logits, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++) if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+double sampler_uniform(sampler *s)
+{
+    uint64_t z = (s->state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (z >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static const float *sort_probs;
+static int by_prob_desc(const void *a, const void *b)
+{
+    int i = *(const int *)a, j = *(const int *)b;
+    if (sort_probs[i] != sort_probs[j]) return sort_probs[i] > sort_probs[j] ? -1 : 1;
+    return i - j;
+}
+
+const float *sampler_distribution(sampler *s, const float *logits)
+{
+    int n = s->n;
+    if (s->temperature <= 0) {
+        for (int i = 0; i < n; i++) s->probs[i] = 0;
+        s->probs[sampler_argmax(logits, n)] = 1;
+        return s->probs;
+    }
+    float mx = logits[sampler_argmax(logits, n)];
+    double sum = 0;
+    for (int i = 0; i < n; i++) { s->probs[i] = expf((float)((logits[i] - mx) / s->temperature)); sum += s->probs[i]; }
+    for (int i = 0; i < n; i++) s->probs[i] = (float)(s->probs[i] / sum);
+    if (s->top_p >= 1.0) return s->probs;
+
+    /* Nucleus: the most probable tokens until their mass reaches top_p (the one crossing it kept). */
+    for (int i = 0; i < n; i++) s->order[i] = i;
+    sort_probs = s->probs;
+    qsort(s->order, n, sizeof *s->order, by_prob_desc);
+    double cum = 0;
+    int keep = 0;
+    while (keep < n && cum < s->top_p) cum += s->probs[s->order[keep++]];
+    for (int i = keep; i < n; i++) s->probs[s->order[i]] = 0;
+    for (int i = 0; i < keep; i++) s->probs[s->order[i]] = (float)(s->probs[s->order[i]] / cum);
+    return s->probs;
+}
+
+int sampler_draw(sampler *s, const float *probs, int n)
+{
+    double total = 0;
+    for (int i = 0; i < n; i++) total += probs[i];
+    double r = sampler_uniform(s) * total, cum = 0;
+    int last = 0;
+    for (int i = 0; i < n; i++) {
+        if (probs[i] <= 0) continue;
+        cum += probs[i];
+        last = i;
+        if (r < cum) return i;
+    }
+    return last;
+}
+
+int sampler_pick(sampler *s, const float *logits)
+{
+    if (s->temperature <= 0) return sampler_argmax(logits, s->n);
+    return sampler_draw(s, sampler_distribution(s, logits), s->n);
+}

@@ -1,0 +1,164 @@
+/* The decode loop, MTP off and on. With MTP on, each step verifies [last, draft] at positions
+ * [L, L+1] in one main-model pass; a rejected draft's KV row is dropped, and the MTP layer then runs
+ * over the accepted rows to draft the next token. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "speculate/speculate.h"
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct {
+    model *m;
+    expert_provider *ep;
+    const gen_options *o;
+    gen_stats *st;
+    kv_cache *kv, *mtp_kv;
+    int V, H;
+    float *logits;   /* [2][V] */
+    float *hidden;   /* [max(chunk, 2)][H] */
+    float *mtp_logits;
+    char *err;
+    size_t errlen;
+} decoder;
+
+/* Emit one generated token; returns 1 when generation must stop after it. */
+static int emit(decoder *d, int token)
+{
+    d->st->generated++;
+    if (d->o->on_token) d->o->on_token(d->o->token_ctx, token);
+    if (token == d->o->eos_id) { d->st->stopped_by_eos = 1; return 1; }
+    return d->st->generated >= d->o->max_new;
+}
+
+static int step_hook(decoder *d)
+{
+    return d->o->on_step ? d->o->on_step(d->o->step_ctx, d->st->generated) : 0;
+}
+
+/* MTP over rows pairing hidden[i] with next[i] at pos0 + i; *draft = argmax of the last row. */
+static int draft_next(decoder *d, const float *hidden, const int *next, int pos0, int nb, int *draft)
+{
+    int pos[2] = {pos0, pos0 + 1};
+    if (mtp_forward(d->m, d->mtp_kv, d->ep, hidden, next, pos, nb, d->mtp_logits, nb - 1, d->err, d->errlen)) return -1;
+    *draft = sampler_argmax(d->mtp_logits, d->V);
+    return 0;
+}
+
+/* Prompt rows in chunks; the MTP (when on) runs over every row whose next token is known. */
+static int prefill(decoder *d, const int *prompt, int n)
+{
+    const gen_options *o = d->o;
+    int chunk = o->prefill_chunk;
+    int *pos = malloc((size_t)chunk * sizeof *pos);
+    if (!pos) { snprintf(d->err, d->errlen, "out of memory"); return -1; }
+    int rc = 0;
+    for (int start = 0; start < n && rc == 0; start += chunk) {
+        int nb = n - start < chunk ? n - start : chunk;
+        for (int b = 0; b < nb; b++) pos[b] = start + b;
+        forward_request req = {.hidden = d->hidden, .logits = start + nb == n ? d->logits : NULL, .logits_from = nb - 1,
+                               .on_route = o->on_route, .route_ctx = o->route_ctx, .prefetch = o->prefetch};
+        rc = model_forward(d->m, d->kv, d->ep, prompt + start, pos, nb, &req, d->err, d->errlen);
+        int known = start + nb == n ? nb - 1 : nb; /* the last prompt row waits for the sampled token */
+        if (rc == 0 && o->mtp && known > 0)
+            rc = mtp_forward(d->m, d->mtp_kv, d->ep, d->hidden, prompt + start + 1, pos, known, NULL, 0, d->err, d->errlen);
+        if (rc == 0 && o->mtp && start + nb == n) /* keep h_{n-1} for the draft */
+            memmove(d->hidden, d->hidden + (size_t)(nb - 1) * d->H, d->H * sizeof(float));
+    }
+    free(pos);
+    return rc;
+}
+
+static int decode_plain(decoder *d, int last, int L)
+{
+    while (1) {
+        if (L + 1 > d->o->ctx) { d->st->stopped_by_ctx = 1; return 0; }
+        forward_request req = {.logits = d->logits, .on_route = d->o->on_route, .route_ctx = d->o->route_ctx,
+                               .prefetch = d->o->prefetch};
+        if (model_forward(d->m, d->kv, d->ep, &last, &L, 1, &req, d->err, d->errlen)) return -1;
+        d->st->main_passes++;
+        last = sampler_pick(d->o->sampler, d->logits);
+        L++;
+        if (emit(d, last) || step_hook(d)) return 0;
+    }
+}
+
+static int decode_speculative(decoder *d, int last, int L)
+{
+    int draft;
+    if (draft_next(d, d->hidden, &last, L - 1, 1, &draft)) return -1;
+    while (1) {
+        if (L + 2 > d->o->ctx) { d->st->stopped_by_ctx = 1; return 0; }
+        int rows[2] = {last, draft}, pos[2] = {L, L + 1};
+        forward_request req = {.hidden = d->hidden, .logits = d->logits, .on_route = d->o->on_route,
+                               .route_ctx = d->o->route_ctx, .prefetch = d->o->prefetch};
+        if (model_forward(d->m, d->kv, d->ep, rows, pos, 2, &req, d->err, d->errlen)) return -1;
+        d->st->main_passes++;
+        d->st->drafts++;
+        int t0;
+        if (verify_draft(d->o->sampler, d->logits, draft, &t0)) {
+            d->st->accepted++;
+            if (emit(d, draft)) return 0;
+            int t1 = sampler_pick(d->o->sampler, d->logits + d->V);
+            if (emit(d, t1) || step_hook(d)) return 0;
+            int next[2] = {draft, t1};
+            if (draft_next(d, d->hidden, next, L, 2, &draft)) return -1;
+            last = t1;
+            L += 2;
+        } else {
+            kv_cache_truncate(d->kv, L + 1);  /* the draft's row never happened */
+            if (emit(d, t0) || step_hook(d)) return 0;
+            if (draft_next(d, d->hidden, &t0, L, 1, &draft)) return -1;
+            last = t0;
+            L += 1;
+        }
+    }
+}
+
+int generate(model *m, expert_provider *ep, const int *prompt, int n_prompt, const gen_options *o, gen_stats *st,
+             char *err, size_t errlen)
+{
+    const model_config *c = model_get_config(m);
+    memset(st, 0, sizeof *st);
+    st->prompt_tokens = n_prompt;
+    if (n_prompt <= 0) { snprintf(err, errlen, "empty prompt: at least one token is needed"); return -1; }
+    if (n_prompt + 1 > o->ctx) { snprintf(err, errlen, "prompt of %d tokens does not fit --ctx %d", n_prompt, o->ctx); return -1; }
+    if (o->mtp && !model_has_mtp(m)) { snprintf(err, errlen, "--mtp on: the checkpoint has no MTP layer"); return -1; }
+    int chunk = o->prefill_chunk > 0 ? o->prefill_chunk : 1;
+    gen_options opts = *o;
+    opts.prefill_chunk = chunk;
+    decoder d = {m, ep, &opts, st, NULL, NULL, c->vocab_size, c->hidden_size, NULL, NULL, NULL, err, errlen};
+    int rc = -1;
+    d.kv = kv_cache_create(c, 0, c->num_hidden_layers, o->ctx);
+    d.mtp_kv = o->mtp ? kv_cache_create(c, c->num_hidden_layers, 1, o->ctx) : NULL;
+    d.logits = malloc(2 * (size_t)d.V * sizeof(float));
+    d.mtp_logits = malloc(2 * (size_t)d.V * sizeof(float));
+    d.hidden = malloc((size_t)(chunk > 2 ? chunk : 2) * d.H * sizeof(float));
+    if (!d.kv || (o->mtp && !d.mtp_kv) || !d.logits || !d.mtp_logits || !d.hidden) {
+        snprintf(err, errlen, "out of memory for the KV cache (--ctx %d)", o->ctx);
+        goto done;
+    }
+
+    double t0 = now_seconds();
+    if (prefill(&d, prompt, n_prompt)) goto done;
+    int first = sampler_pick(o->sampler, d.logits);
+    st->prefill_seconds = now_seconds() - t0;
+    t0 = now_seconds();
+    rc = 0;
+    if (o->max_new > 0 && !emit(&d, first) && !step_hook(&d))
+        rc = o->mtp ? decode_speculative(&d, first, n_prompt) : decode_plain(&d, first, n_prompt);
+    st->decode_seconds = now_seconds() - t0;
+done:
+    kv_cache_free(d.kv);
+    kv_cache_free(d.mtp_kv);
+    free(d.logits);
+    free(d.mtp_logits);
+    free(d.hidden);
+    return rc;
+}
