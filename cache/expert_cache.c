@@ -1,0 +1,419 @@
+/* The live expert cache: slots of one arena, a policy choosing victims, reads through an
+ * expert_cache_io (io/expert_io.h in production), served to the forward pass as an expert_provider.
+ *
+ * Safety rules, all enforced by slot_evictable(): a slot is reused only when its read has
+ * completed, nobody holds a pin on it, and the layer being computed does not still need it. A
+ * slot's memory is handed out only in READY state. */
+#include <stdlib.h>
+#include <string.h>
+#include "cache/cache_internal.h"
+
+enum { SLOT_FREE = 0, SLOT_LOADING, SLOT_READY };
+/* Per key, for the layer being computed: wanted and not yet acquired, acquired (pinned), released. */
+enum { WANT_NONE = 0, WANT_OPEN, WANT_TAKEN, WANT_DONE };
+enum { REAP_BATCH = 64 };
+
+typedef struct {
+    int key;               /* -1 when free */
+    uint8_t state;
+    uint8_t prefetched;    /* read on a guess and not requested yet */
+    int pins;
+    uint64_t issued_ns;
+} slot_info;
+
+struct expert_cache {
+    expert_cache_io io;
+    void *io_self;
+    void *owned_io;        /* freed with the cache */
+    int n_layers, n_experts, n_keys, n_slots;
+    slot_arena arena;
+    slot_info *slot;
+    int *slot_of_key;      /* [n_keys], -1 when not resident */
+    int *free_slot, n_free;
+    cache_policy *policy;
+    cache_policy_kind policy_kind;
+    int cur_layer;
+    uint8_t *want_state;   /* [n_keys], only keys of cur_layer are ever non-NONE */
+    int *want_key, n_want;
+    int prefetch_enabled, prefetch_cap, prefetch_outstanding;
+    int failed_key;        /* a wanted key whose read failed, -1 */
+    cache_counters stats;
+    char err[512];
+};
+
+int expert_cache_min_slots(int top_k, int batch_rows)
+{
+    /* the union of one layer's experts over the batch can be all of top_k * rows; holding them
+     * together means no expert is read twice for one layer */
+    if (top_k < 1) top_k = 1;
+    if (batch_rows < 1) batch_rows = 1;
+    return top_k * batch_rows;
+}
+
+int expert_cache_slots_for_bytes(uint64_t bytes, size_t slot_bytes)
+{
+    if (slot_bytes == 0) return 0;
+    uint64_t n = bytes / slot_bytes;
+    return n > (uint64_t)(1 << 30) ? (1 << 30) : (int)n;
+}
+
+int expert_cache_n_slots(const expert_cache *c) { return c->n_slots; }
+size_t expert_cache_slot_bytes(const expert_cache *c) { return c->arena.slot_bytes; }
+void expert_cache_own_io(expert_cache *c, void *owned) { c->owned_io = owned; }
+void expert_cache_set_prefetch(expert_cache *c, int enabled) { c->prefetch_enabled = enabled != 0; }
+
+expert_cache *expert_cache_create_io(const expert_cache_io *io, void *io_self, int n_layers,
+                                     int n_experts, size_t slot_bytes, int n_slots,
+                                     cache_policy_kind policy, char *err, size_t errlen)
+{
+    if (!io || !io->submit || !io->reap || !io->inflight || !io->view) {
+        snprintf(err, errlen, "expert cache: incomplete reader interface");
+        return NULL;
+    }
+    if (n_layers < 1 || n_experts < 1 || (int64_t)n_layers * n_experts > (1 << 28)) {
+        snprintf(err, errlen, "expert cache: bad key space %d layers x %d experts", n_layers, n_experts);
+        return NULL;
+    }
+    if (policy == CACHE_POLICY_OPT || cache_policy_name(policy)[0] == '?') {
+        snprintf(err, errlen, "expert cache: policy must be lru, lfu or arc (opt needs the future: cache-sim only)");
+        return NULL;
+    }
+    expert_cache *c = calloc(1, sizeof *c);
+    if (!c) { snprintf(err, errlen, "expert cache: out of memory"); return NULL; }
+    c->io = *io;
+    c->io_self = io_self;
+    c->n_layers = n_layers;
+    c->n_experts = n_experts;
+    c->n_keys = n_layers * n_experts;
+    c->n_slots = n_slots;
+    c->policy_kind = policy;
+    c->cur_layer = -1;
+    c->failed_key = -1;
+    c->prefetch_enabled = 1;
+    c->prefetch_cap = n_slots / 4 > 1 ? n_slots / 4 : 1;
+    if (slot_arena_init(&c->arena, n_slots, slot_bytes, err, errlen) < 0) { free(c); return NULL; }
+    c->slot = calloc((size_t)n_slots, sizeof *c->slot);
+    c->free_slot = malloc(sizeof(int) * (size_t)n_slots);
+    c->slot_of_key = malloc(sizeof(int) * (size_t)c->n_keys);
+    c->want_state = calloc((size_t)c->n_keys, 1);
+    c->want_key = malloc(sizeof(int) * (size_t)c->n_keys);
+    c->policy = cache_policy_create(policy, c->n_keys, n_slots, 0);
+    if (!c->slot || !c->free_slot || !c->slot_of_key || !c->want_state || !c->want_key || !c->policy ||
+        cache_counters_init(&c->stats, n_layers) < 0) {
+        snprintf(err, errlen, "expert cache: out of memory for %d slots", n_slots);
+        expert_cache_free(c);
+        return NULL;
+    }
+    for (int k = 0; k < c->n_keys; k++) c->slot_of_key[k] = -1;
+    for (int s = 0; s < n_slots; s++) {
+        c->slot[s].key = -1;
+        c->free_slot[c->n_free++] = n_slots - 1 - s;
+    }
+    return c;
+}
+
+/* Reads still in flight write into the arena: they must land before it is unmapped. */
+static void drain_reads(expert_cache *c)
+{
+    uint64_t tags[REAP_BATCH];
+    int status[REAP_BATCH];
+    while (c->io.inflight(c->io_self) > 0)
+        if (c->io.reap(c->io_self, 1, tags, status, REAP_BATCH) < 0) break;
+}
+
+void expert_cache_free(expert_cache *c)
+{
+    if (!c) return;
+    if (c->slot) drain_reads(c);
+    cache_policy_free(c->policy);
+    slot_arena_release(&c->arena);
+    cache_counters_release(&c->stats);
+    free(c->slot); free(c->free_slot); free(c->slot_of_key); free(c->want_state); free(c->want_key);
+    free(c->owned_io);
+    free(c);
+}
+
+/* ------------------------------------------------------------------ slots */
+
+static int slot_evictable(void *ctx, int key)
+{
+    const expert_cache *c = ctx;
+    int s = c->slot_of_key[key];
+    if (s < 0) return 0;
+    const slot_info *si = &c->slot[s];
+    return si->state == SLOT_READY && si->pins == 0 && (c->want_state[key] == WANT_NONE || c->want_state[key] == WANT_DONE);
+}
+
+/* For a guess: also never push out another guess that has not been used yet. */
+static int slot_evictable_for_prefetch(void *ctx, int key)
+{
+    const expert_cache *c = ctx;
+    return slot_evictable(ctx, key) && !c->slot[c->slot_of_key[key]].prefetched;
+}
+
+static void prefetch_settle(expert_cache *c, slot_info *si, int used)
+{
+    if (!si->prefetched) return;
+    si->prefetched = 0;
+    c->prefetch_outstanding--;
+    if (used) c->stats.prefetch_used++;
+    else c->stats.prefetch_wasted++;
+}
+
+static void slot_clear(expert_cache *c, int s)
+{
+    slot_info *si = &c->slot[s];
+    prefetch_settle(c, si, 0);
+    if (si->key >= 0) c->slot_of_key[si->key] = -1;
+    *si = (slot_info){.key = -1};
+    c->free_slot[c->n_free++] = s;
+}
+
+/* The slot for a key the policy has just admitted: the victim's, or a free one. */
+static int slot_take(expert_cache *c, int victim)
+{
+    if (victim >= 0) {
+        c->stats.evictions++;
+        slot_clear(c, c->slot_of_key[victim]);
+    }
+    return c->free_slot[--c->n_free];
+}
+
+/* Fill slot s with key; on a full queue the admission is undone. 0 submitted, -1 queue full. */
+static int slot_submit(expert_cache *c, int s, int key, int prefetched)
+{
+    int layer = key / c->n_experts, expert = key % c->n_experts;
+    c->slot[s] = (slot_info){.key = key, .state = SLOT_LOADING, .prefetched = (uint8_t)prefetched,
+                             .issued_ns = cache_now_ns()};
+    c->slot_of_key[key] = s;
+    if (c->io.submit(c->io_self, layer, expert, slot_arena_slot(&c->arena, s), (uint64_t)s) < 0) {
+        cache_policy_remove(c->policy, key);
+        c->slot[s].prefetched = 0;
+        slot_clear(c, s);
+        return -1;
+    }
+    if (prefetched) { c->stats.prefetch_issued++; c->prefetch_outstanding++; }
+    cache_counters_submitted(&c->stats, c->io.inflight(c->io_self));
+    return 0;
+}
+
+/* Start the read of a requested key. 1 started, 0 no evictable slot now, -1 queue full. */
+static int start_read(expert_cache *c, int key)
+{
+    int victim;
+    if (cache_policy_miss(c->policy, key, slot_evictable, c, &victim) < 0) return 0;
+    return slot_submit(c, slot_take(c, victim), key, 0) < 0 ? -1 : 1;
+}
+
+static void read_failed(expert_cache *c, int s, int status)
+{
+    int key = c->slot[s].key;
+    const char *why = c->io.error ? c->io.error(c->io_self) : NULL;
+    c->stats.read_errors++;
+    if (c->want_state[key] != WANT_NONE && c->failed_key < 0) {
+        c->failed_key = key;
+        snprintf(c->err, sizeof c->err, "expert cache: read of layer %d expert %d failed (%d): %s",
+                 key / c->n_experts, key % c->n_experts, status, why && *why ? why : "I/O error");
+    }
+    cache_policy_remove(c->policy, key);
+    slot_clear(c, s);
+}
+
+/* Collect finished reads; waits for one only when min_complete > 0. -1 when the reader fails. */
+static int reap(expert_cache *c, int min_complete)
+{
+    uint64_t tags[REAP_BATCH];
+    int status[REAP_BATCH];
+    int got = c->io.reap(c->io_self, min_complete, tags, status, REAP_BATCH);
+    if (got < 0) {
+        const char *why = c->io.error ? c->io.error(c->io_self) : NULL;
+        snprintf(c->err, sizeof c->err, "expert cache: reader failed: %s", why && *why ? why : "unknown error");
+        return -1;
+    }
+    uint64_t now = cache_now_ns();
+    for (int i = 0; i < got; i++) {
+        int s = (int)tags[i];
+        if (s < 0 || s >= c->n_slots || c->slot[s].state != SLOT_LOADING) continue;
+        if (status[i] < 0) { read_failed(c, s, status[i]); continue; }
+        int key = c->slot[s].key;
+        c->slot[s].state = SLOT_READY;
+        int layer = key / c->n_experts;
+        uint64_t bytes = c->io.expert_bytes ? c->io.expert_bytes(c->io_self, layer, key % c->n_experts) : c->arena.slot_bytes;
+        cache_counters_completed(&c->stats, layer, bytes, now - c->slot[s].issued_ns);
+    }
+    return got;
+}
+
+/* ------------------------------------------------------------------ the provider */
+
+static int key_of(const expert_cache *c, int layer, int expert)
+{
+    if (layer < 0 || layer >= c->n_layers || expert < 0 || expert >= c->n_experts) return -1;
+    return layer * c->n_experts + expert;
+}
+
+/* The wanted keys of this layer that have no slot yet, in request order; stops when no slot or
+ * no queue room is left. */
+static void start_pending_reads(expert_cache *c)
+{
+    for (int i = 0; i < c->n_want; i++) {
+        int k = c->want_key[i];
+        if (c->want_state[k] == WANT_OPEN && c->slot_of_key[k] < 0 && start_read(c, k) <= 0) return;
+    }
+}
+
+static void begin_layer(expert_cache *c, int layer)
+{
+    for (int i = 0; i < c->n_want; i++) c->want_state[c->want_key[i]] = WANT_NONE;
+    c->n_want = 0;
+    c->cur_layer = layer;
+    c->failed_key = -1;
+}
+
+/* One request of the layer: counted once, a hit when the key holds a slot (even one still loading). */
+static void request_key(expert_cache *c, int key)
+{
+    if (c->want_state[key] != WANT_NONE) return; /* listed twice */
+    c->want_state[key] = WANT_OPEN;
+    c->want_key[c->n_want++] = key;
+    int s = c->slot_of_key[key];
+    cache_counters_request(&c->stats, key / c->n_experts, s >= 0);
+    if (s < 0) return;
+    if (c->slot[s].prefetched) {
+        prefetch_settle(c, &c->slot[s], 1);
+        cache_policy_prefetch_used(c->policy, key);
+    } else {
+        cache_policy_hit(c->policy, key);
+    }
+}
+
+/* Guesses for this layer that it did not ask for were wrong: they become ordinary entries. */
+static void settle_layer_guesses(expert_cache *c, int layer)
+{
+    for (int e = 0; e < c->n_experts; e++) {
+        int s = c->slot_of_key[layer * c->n_experts + e];
+        if (s >= 0 && c->slot[s].prefetched && c->want_state[c->slot[s].key] == WANT_NONE)
+            prefetch_settle(c, &c->slot[s], 0);
+    }
+}
+
+static void cache_want(void *self, int layer, const int *experts, int n)
+{
+    expert_cache *c = self;
+    if (reap(c, 0) < 0) return; /* the error is reported by acquire_any */
+    if (layer < 0 || layer >= c->n_layers) return;
+    begin_layer(c, layer);
+    for (int i = 0; i < n; i++) {
+        int k = key_of(c, layer, experts[i]);
+        if (k >= 0) request_key(c, k);
+    }
+    settle_layer_guesses(c, layer);
+    start_pending_reads(c);
+}
+
+/* Among the listed keys: one READY that this layer has not taken yet; failing that (every listed
+ * key already taken), any READY one. -1 if none. */
+static int pick_ready(const expert_cache *c, int layer, const int *experts, int n, int *open_left)
+{
+    int any = -1;
+    *open_left = 0;
+    for (int i = 0; i < n; i++) {
+        int k = key_of(c, layer, experts[i]), s = c->slot_of_key[k];
+        int open = c->want_state[k] == WANT_OPEN;
+        *open_left |= open;
+        if (s < 0 || c->slot[s].state != SLOT_READY) continue;
+        if (open) return i;
+        if (any < 0) any = i;
+    }
+    return *open_left ? -1 : any;
+}
+
+static int cache_acquire_any(void *self, int layer, const int *experts, int n, int *which, expert_weights *out)
+{
+    expert_cache *c = self;
+    if (n <= 0) { snprintf(c->err, sizeof c->err, "expert cache: acquire_any with an empty list"); return -1; }
+    for (int i = 0; i < n; i++)
+        if (key_of(c, layer, experts[i]) < 0) {
+            snprintf(c->err, sizeof c->err, "expert cache: no expert %d in layer %d (%d layers x %d experts)",
+                     experts[i], layer, c->n_layers, c->n_experts);
+            return -1;
+        }
+    if (layer != c->cur_layer) begin_layer(c, layer);
+    for (int i = 0; i < n; i++) request_key(c, key_of(c, layer, experts[i])); /* no-op if wanted */
+    for (;;) {
+        if (reap(c, 0) < 0) return -1;
+        int open_left, i = pick_ready(c, layer, experts, n, &open_left);
+        if (i >= 0) {
+            int k = key_of(c, layer, experts[i]), s = c->slot_of_key[k];
+            c->slot[s].pins++;
+            if (c->want_state[k] == WANT_OPEN) c->want_state[k] = WANT_TAKEN;
+            c->io.view(c->io_self, layer, experts[i], slot_arena_slot(&c->arena, s), out);
+            *which = i;
+            return 0;
+        }
+        start_pending_reads(c);
+        if (c->failed_key >= 0) return -1;
+        if (c->io.inflight(c->io_self) == 0) {
+            snprintf(c->err, sizeof c->err, "expert cache: layer %d cannot load an expert: all %d slots are pinned "
+                     "or needed by this layer (release some, or give the cache more slots)", layer, c->n_slots);
+            return -1;
+        }
+        uint64_t t0 = cache_now_ns();
+        int got = reap(c, 1);
+        c->stats.stall_ns += cache_now_ns() - t0;
+        if (got < 0) return -1;
+    }
+}
+
+static void cache_release(void *self, int layer, int expert)
+{
+    expert_cache *c = self;
+    int k = key_of(c, layer, expert);
+    if (k < 0 || c->slot_of_key[k] < 0) return;
+    slot_info *si = &c->slot[c->slot_of_key[k]];
+    if (si->pins > 0) si->pins--;
+    if (si->pins == 0 && c->want_state[k] == WANT_TAKEN) c->want_state[k] = WANT_DONE;
+    start_pending_reads(c);
+}
+
+static int layer_has_pending(const expert_cache *c)
+{
+    for (int i = 0; i < c->n_want; i++)
+        if (c->want_state[c->want_key[i]] == WANT_OPEN && c->slot_of_key[c->want_key[i]] < 0) return 1;
+    return 0;
+}
+
+/* Guesses take a free slot, or the policy's own victim when it ranks it no higher than the guess
+ * (cache_policy_prefetch); never while the current layer still waits for a slot, never more than
+ * prefetch_cap unused guesses, and never on a full queue: a guess must not delay a real read. */
+static void cache_prefetch(void *self, int layer, const int *experts, int n)
+{
+    expert_cache *c = self;
+    if (!c->prefetch_enabled || reap(c, 0) < 0 || layer_has_pending(c)) return;
+    for (int i = 0; i < n && c->prefetch_outstanding < c->prefetch_cap; i++) {
+        int k = key_of(c, layer, experts[i]), victim;
+        if (k < 0 || c->slot_of_key[k] >= 0) continue;
+        if (cache_policy_prefetch(c->policy, k, slot_evictable_for_prefetch, c, &victim) < 0) continue;
+        if (slot_submit(c, slot_take(c, victim), k, 1) < 0) return;
+    }
+}
+
+static const char *cache_error(void *self)
+{
+    return ((expert_cache *)self)->err;
+}
+
+expert_provider expert_cache_provider(expert_cache *c)
+{
+    return (expert_provider){.self = c, .want = cache_want, .acquire_any = cache_acquire_any,
+                             .release = cache_release, .prefetch = cache_prefetch, .error = cache_error};
+}
+
+int expert_cache_stats_get(const expert_cache *c, expert_cache_stats *out)
+{
+    if (cache_counters_snapshot(&c->stats, out) < 0) return -1;
+    out->policy = c->policy_kind;
+    out->n_slots = c->n_slots;
+    out->slot_bytes = c->arena.slot_bytes;
+    return 0;
+}
