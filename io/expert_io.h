@@ -49,4 +49,30 @@ void expert_reader_view(const expert_reader *r, int layer, int expert, const voi
 
 expert_reader_stats expert_reader_get_stats(const expert_reader *r);
 
+/* ---- Optional tuning (additive to the original interface; call before the first submit) ---- */
+
+/* Split every piece into reads of at most chunk_bytes (a multiple of 4096; 0 = one read per
+ * piece, the default). 0 ok, -1 when the value is not a multiple of 4096 or reads are in flight. */
+int expert_reader_set_chunk_bytes(expert_reader *r, size_t chunk_bytes);
+
+/* io_uring only: register n_slots consecutive slots starting at base (slot_bytes apart, base
+ * 4096-aligned) as fixed buffers, so the kernel pins their pages once instead of on every read.
+ * Submits into those slots then use READ_FIXED. 0 ok, -1 with expert_reader_error() set (the
+ * reader keeps working without registration). A no-op returning 0 on the pread backend. */
+int expert_reader_register_slots(expert_reader *r, void *base, int n_slots);
+
+/* ---- Test hooks: for tests/ only, never used by the engine ---- */
+typedef enum { IO_FAULT_NONE = 0, IO_FAULT_EINTR, IO_FAULT_EAGAIN, IO_FAULT_EIO, IO_FAULT_SHORT } io_fault;
+
+/* The next `count` completions the reader sees (either backend) are replaced by the fault:
+ * -EINTR / -EAGAIN / -EIO, or SHORT (the read reports a third of what it transferred, not
+ * 4 KiB-aligned). They go through the same retry paths as real faults. */
+void expert_reader_test_inject(expert_reader *r, io_fault fault, int count);
+
+/* Makes later expert_reader_create calls behave as if open(O_DIRECT) were refused with EINVAL
+ * (as on filesystems without direct I/O) and/or io_uring setup were refused with EPERM (as under
+ * a seccomp profile), so tests can exercise the fallback on a disk that allows both. Process-wide;
+ * reset with (0, 0). */
+void expert_io_test_refuse(int refuse_direct, int refuse_uring);
+
 #endif
