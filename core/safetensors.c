@@ -110,11 +110,26 @@ static int check_layout(const char *path, safetensors_header *h, char *err, size
     qsort(by, (size_t)h->n, sizeof *by, entry_begin_cmp);
     uint64_t max_end = 0;
     int rc = 0;
+    /* Past-end first: a wild offset would otherwise be reported as the hole it leaves. */
+    for (int i = h->n - 1; i >= 0 && h->file_size && !rc; i--)
+        if (by[i]->end > h->file_size - 8 - h->header_len) {
+            ck_errorf(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu] run past end of file (data section has %llu bytes; truncated shard?)",
+                      path, by[i]->name, (unsigned long long)by[i]->begin, (unsigned long long)by[i]->end,
+                      (unsigned long long)(h->file_size - 8 - h->header_len));
+            rc = -1;
+        }
     for (int i = 0; i < h->n && !rc; i++) {
-        if (i > 0 && by[i]->begin < by[i - 1]->end && by[i]->end > by[i]->begin) {
+        if (i > 0 && by[i]->begin < by[i - 1]->end) {
             ck_errorf(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s' [%llu, %llu]", path, by[i]->name,
                       (unsigned long long)by[i]->begin, (unsigned long long)by[i]->end, by[i - 1]->name,
                       (unsigned long long)by[i - 1]->begin, (unsigned long long)by[i - 1]->end);
+            rc = -1;
+        }
+        /* The format has no holes: a gap means a lost tensor or a corrupted offset. */
+        if (!rc && by[i]->begin != (i ? by[i - 1]->end : 0)) {
+            ck_errorf(err, errlen, "%s: tensor '%s': data_offsets begin %llu leaves a hole after %s (ends at %llu); safetensors data must be contiguous",
+                      path, by[i]->name, (unsigned long long)by[i]->begin, i ? by[i - 1]->name : "the header",
+                      (unsigned long long)(i ? by[i - 1]->end : 0));
             rc = -1;
         }
         if (by[i]->end > max_end) max_end = by[i]->end;
