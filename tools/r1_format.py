@@ -515,3 +515,216 @@ def softmax_scale(cfg):
     rs = cfg["rope_scaling"]
     m = yarn_mscale(float(rs["factor"]), rs["mscale_all_dim"])
     return (cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"]) ** -0.5 * m * m
+
+
+_FLOAT64_PATCHES = []
+
+
+def patch_transformers_float64(hfm):
+    """transformers' DeepSeek-V3 code casts to float32 in several places even in a float64 model
+    (RMSNorm variance, rotary cos/sin, eager softmax, the router's F.linear). For a float64 oracle,
+    re-compile those functions from their own source with float32 -> float64. Only forward-style
+    functions without zero-argument super() are touched. -> list of patched names."""
+    import inspect
+    import textwrap
+    import types
+    patched = []
+
+    def recompile(fn):
+        try:
+            src = textwrap.dedent(inspect.getsource(fn))
+        except (OSError, TypeError):
+            return None
+        new = src.replace("torch.float32", "torch.float64").replace(".float()", ".double()")
+        if new == src or "super(" in src:
+            return None
+        ns = {}
+        exec(compile(new, "<float64 patch of %s>" % fn.__qualname__, "exec"), hfm.__dict__, ns)
+        return ns[fn.__name__]
+
+    for name, obj in list(vars(hfm).items()):
+        if isinstance(obj, types.FunctionType) and obj.__module__ == hfm.__name__:
+            f = recompile(obj)
+            if f is not None:
+                setattr(hfm, name, f)
+                patched.append(name)
+        elif isinstance(obj, type) and obj.__module__ == hfm.__name__:
+            for mname, m in list(vars(obj).items()):
+                if isinstance(m, types.FunctionType) and not mname.startswith("__"):
+                    f = recompile(m)
+                    if f is not None:
+                        setattr(obj, mname, f)
+                        patched.append("%s.%s" % (name, mname))
+    return patched
+
+
+def _hf_config(cfg, hfm, variant):
+    """DeepseekV3Config from R1's config.json dict. variant 0: the keys as on disk (legacy
+    rope_scaling, as from_pretrained sees R1); variant 1: transformers 5 rope_parameters."""
+    d = {k: v for k, v in cfg.items() if k not in ("quantization_config", "auto_map")}
+    if variant == 1:
+        rp = dict(d.pop("rope_scaling"))
+        rp["rope_type"] = rp.pop("type")
+        rp["rope_theta"] = d["rope_theta"]
+        d["rope_parameters"] = rp
+    config = hfm.DeepseekV3Config.from_dict(d)
+    config.rope_interleave = True          # R1 stores rope dims as interleaved pairs
+    for attr in ("_attn_implementation", "_experts_implementation"):
+        try:
+            setattr(config, attr, "eager")
+        except Exception:  # noqa: BLE001 (older versions lack the setter)
+            pass
+    return config
+
+
+def _mlp_state(out, prefix, w, src):
+    for p in ("gate_proj", "up_proj", "down_proj"):
+        out[prefix + p + ".weight"] = w[src + p + ".weight"]
+
+
+def _layer_state(cfg, w, layer, model_sd, dst_prefix, torch):
+    """HF in-memory state of one decoder layer from the logical weights (numpy float64)."""
+    src = "model.layers.%d." % layer
+    out = {}
+    for key in model_sd:
+        if not key.startswith(dst_prefix):
+            continue
+        rest = key[len(dst_prefix):]
+        if ".experts." in "." + rest and rest.split(".")[1] == "experts" and not rest.split(".")[2].isdigit():
+            continue  # fused experts handled below
+        if src + rest in w:
+            out[key] = w[src + rest]
+    mp = dst_prefix + "mlp.experts."
+    if mp + "gate_up_proj" in model_sd:
+        E, I, H = cfg["n_routed_experts"], cfg["moe_intermediate_size"], cfg["hidden_size"]
+        gu_shape = tuple(model_sd[mp + "gate_up_proj"].shape)
+        d_shape = tuple(model_sd[mp + "down_proj"].shape)
+        gate = np.stack([w[src + "mlp.experts.%d.gate_proj.weight" % e] for e in range(E)])
+        up = np.stack([w[src + "mlp.experts.%d.up_proj.weight" % e] for e in range(E)])
+        down = np.stack([w[src + "mlp.experts.%d.down_proj.weight" % e] for e in range(E)])
+        if gu_shape == (E, 2 * I, H):
+            out[mp + "gate_up_proj"] = np.concatenate([gate, up], axis=1)
+        elif gu_shape == (E, H, 2 * I):
+            out[mp + "gate_up_proj"] = np.concatenate([gate, up], axis=1).transpose(0, 2, 1)
+        else:
+            raise ValueError("unexpected fused gate_up_proj shape %s" % (gu_shape,))
+        if d_shape == (E, H, I):
+            out[mp + "down_proj"] = down
+        elif d_shape == (E, I, H):
+            out[mp + "down_proj"] = down.transpose(0, 2, 1)
+        else:
+            raise ValueError("unexpected fused down_proj shape %s" % (d_shape,))
+    return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in out.items()}
+
+
+def build_transformers_model(cfg, w):
+    """transformers' DeepseekV3ForCausalLM in float64 (eager attention, eager experts) holding
+    exactly the dequantized on-disk weights `w` (from read_snapshot). -> (model, info dict).
+    Checks transformers' YaRN frequencies, cos/sin factor and softmax scale against the spec and
+    replaces them with float64 spec values (recording any deviation in info)."""
+    import torch
+    import transformers
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3 as hfm
+    info = {"transformers": transformers.__version__, "torch": torch.__version__}
+    H, I = cfg["hidden_size"], cfg["moe_intermediate_size"]
+    if H in (I, 2 * I):
+        raise ValueError("hidden_size must differ from moe_intermediate_size and its double")
+    if not _FLOAT64_PATCHES:
+        _FLOAT64_PATCHES.extend(patch_transformers_float64(hfm) or ["(none needed)"])
+    info["float64_patches"] = list(_FLOAT64_PATCHES)
+    inv_ref, cs_ref = yarn_inv_freq(cfg)
+    sm_ref = softmax_scale(cfg)
+    for variant in (0, 1):
+        config = _hf_config(cfg, hfm, variant)
+        torch.manual_seed(0)
+        model = hfm.DeepseekV3ForCausalLM(config).to(torch.float64).eval()
+        rot = model.model.rotary_emb
+        inv_hf = rot.inv_freq.detach().double().cpu().numpy()
+        dev = {"inv_freq_max_rel": float(np.max(np.abs(inv_hf - inv_ref) / inv_ref)),
+               "cos_sin_factor": float(rot.attention_scaling),
+               "softmax_scale": float(model.model.layers[0].self_attn.scaling)}
+        if dev["inv_freq_max_rel"] < 1e-5 and abs(dev["cos_sin_factor"] - cs_ref) < 1e-9 \
+                and abs(dev["softmax_scale"] - sm_ref) < 1e-9 * sm_ref:
+            break
+        info.setdefault("config_variants_rejected", []).append({"variant": variant, **dev})
+    info["config_variant"] = ["rope_scaling as on disk", "rope_parameters"][variant]
+    info["hf_rope_vs_spec"] = dict(dev, spec_cos_sin_factor=cs_ref, spec_softmax_scale=sm_ref)
+    info["rope_interleave"] = bool(getattr(config, "rope_interleave", False))
+    for impl in ("set_attn_implementation", "set_experts_implementation"):
+        if hasattr(model, impl):
+            try:
+                getattr(model, impl)("eager")
+            except Exception as e:  # noqa: BLE001
+                info.setdefault("impl_errors", []).append("%s: %s" % (impl, e))
+    info["attn_implementation"] = getattr(config, "_attn_implementation", None)
+    info["experts_implementation"] = getattr(config, "_experts_implementation", None)
+    # float64 spec values for the rotary frequencies and scales (transformers computed inv_freq in
+    # float32 at init).
+    with torch.no_grad():
+        rot.inv_freq.copy_(torch.from_numpy(inv_ref))
+        if hasattr(rot, "original_inv_freq"):
+            rot.original_inv_freq = rot.inv_freq.clone()
+        rot.attention_scaling = cs_ref
+        for layer in model.model.layers:
+            layer.self_attn.scaling = sm_ref
+    sd = model.state_dict()
+    new = {}
+    for key in ("model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"):
+        new[key] = torch.from_numpy(w[key])
+    for layer in range(cfg["num_hidden_layers"]):
+        new.update(_layer_state(cfg, w, layer, sd, "model.layers.%d." % layer, torch))
+    missing = sorted(set(sd) - set(new))
+    unexpected = sorted(set(new) - set(sd))
+    if missing or unexpected:
+        raise ValueError("state mapping: missing %s unexpected %s" % (missing[:5], unexpected[:5]))
+    for k in new:
+        if tuple(new[k].shape) != tuple(sd[k].shape):
+            raise ValueError("%s: shape %s vs model %s" % (k, tuple(new[k].shape), tuple(sd[k].shape)))
+    model.load_state_dict(new, strict=True)
+    for i, layer in enumerate(model.model.layers):
+        layer.mlp._fixture_layer = i
+    return model, info
+
+
+class MTPReference:
+    """Layer num_hidden_layers (transformers does not build it): a DeepseekV3DecoderLayer plus
+    enorm/hnorm/eh_proj/shared_head, as spec section 6 (vLLM/SGLang order: embedding FIRST)."""
+
+    def __init__(self, cfg, w, model):
+        import torch
+        from transformers.models.deepseek_v3 import modeling_deepseek_v3 as hfm
+        L = cfg["num_hidden_layers"]
+        p = "model.layers.%d." % L
+        self.model = model
+        self.layer = hfm.DeepseekV3DecoderLayer(model.config, layer_idx=L).to(torch.float64).eval()
+        self.layer.self_attn.scaling = softmax_scale(cfg)
+        sd = self.layer.state_dict()
+        self.layer.load_state_dict(_layer_state(cfg, w, L, sd, "", torch), strict=True)
+        self.layer.mlp._fixture_layer = L
+        t = {k: torch.from_numpy(w[p + k]) for k in ("embed_tokens.weight", "eh_proj.weight",
+                                                      "shared_head.head.weight")}
+        self.embed, self.eh_proj, self.head = t["embed_tokens.weight"], t["eh_proj.weight"], t["shared_head.head.weight"]
+        eps = cfg["rms_norm_eps"]
+        self.norms = {}
+        for k in ("enorm", "hnorm", "shared_head.norm"):
+            n = hfm.DeepseekV3RMSNorm(cfg["hidden_size"], eps=eps).to(torch.float64)
+            with torch.no_grad():
+                n.weight.copy_(torch.from_numpy(w[p + k + ".weight"]))
+            self.norms[k] = n
+
+    def forward(self, h, next_ids):
+        """h: [T][H] main hidden after model.norm (torch float64); next_ids: T ids x_{1..T}."""
+        import torch
+        T = h.shape[0]
+        with torch.no_grad():
+            e = self.norms["enorm"](self.embed[torch.as_tensor(next_ids)])
+            u = torch.cat([e, self.norms["hnorm"](h)], dim=-1) @ self.eh_proj.T
+            u = u[None]
+            pos = torch.arange(T)[None]
+            cos, sin = self.model.model.rotary_emb(u, pos)
+            mask = torch.full((T, T), torch.finfo(torch.float64).min, dtype=torch.float64).triu(1)[None, None]
+            out = self.layer(u, attention_mask=mask, position_ids=pos, position_embeddings=(cos, sin),
+                             cache_position=torch.arange(T))
+            if isinstance(out, tuple):
+                out = out[0]
+            return self.norms["shared_head.norm"](out[0]) @ self.head.T
