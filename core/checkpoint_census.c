@@ -51,7 +51,16 @@ static tensor_family classify(const char *name, int *layer)
     return FAM_OTHER;
 }
 
-static double gib(uint64_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
+/* "641.29 GiB", "2.68 MiB": tiny test checkpoints and R1 both stay readable. */
+static const char *human(uint64_t b, char *buf)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)b;
+    int u = 0;
+    while (v >= 1024.0 && u < 4) { v /= 1024.0; u++; }
+    snprintf(buf, 32, u ? "%.2f %s" : "%.0f %s", v, unit[u]);
+    return buf;
+}
 
 static void print_config(const checkpoint *ck, FILE *out)
 {
@@ -80,6 +89,7 @@ static void print_config(const checkpoint *ck, FILE *out)
 
 static void print_experts(const checkpoint *ck, FILE *out)
 {
+    char hb[32];
     uint64_t n = 0, contiguous = 0, straddle = 0, bytes = 0, min = UINT64_MAX, max = 0;
     size_t total = (size_t)config_total_layers(&ck->cfg) * (size_t)ck->cfg.n_routed_experts;
     for (size_t i = 0; i < total; i++) {
@@ -95,8 +105,8 @@ static void print_experts(const checkpoint *ck, FILE *out)
         if (b > max) max = b;
     }
     if (!n) min = 0;
-    fprintf(out, "experts count=%llu contiguous=%llu straddling=%llu bytes=%llu (%.2f GiB) bytes_per_expert_min=%llu bytes_per_expert_max=%llu\n",
-            (unsigned long long)n, (unsigned long long)contiguous, (unsigned long long)straddle, (unsigned long long)bytes, gib(bytes),
+    fprintf(out, "experts count=%llu contiguous=%llu straddling=%llu bytes=%llu (%s) bytes_per_expert_min=%llu bytes_per_expert_max=%llu\n",
+            (unsigned long long)n, (unsigned long long)contiguous, (unsigned long long)straddle, (unsigned long long)bytes, human(bytes, hb),
             (unsigned long long)min, (unsigned long long)max);
 }
 
@@ -126,20 +136,21 @@ void checkpoint_print_census(const checkpoint *ck, FILE *out)
         for (int k = 0; k < 4; k++) { slots[k]->tensors++; slots[k]->bytes += t->nbytes; }
         if (f == FAM_ROUTED_EXPERTS && layer >= 0 && layer < nl) { layer_routed[layer].tensors++; layer_routed[layer].bytes += t->nbytes; }
     }
+    char hb[32];
     fprintf(out, "checkpoint %s\n", ck->dir);
-    fprintf(out, "total shards=%d tensors=%llu bytes=%llu (%.2f GiB)\n", ck->n_shards, (unsigned long long)total.tensors,
-            (unsigned long long)total.bytes, gib(total.bytes));
+    fprintf(out, "total shards=%d tensors=%llu bytes=%llu (%s)\n", ck->n_shards, (unsigned long long)total.tensors,
+            (unsigned long long)total.bytes, human(total.bytes, hb));
     print_config(ck, out);
     for (int d = 0; d <= DTYPE_OTHER; d++)
         if (by_dtype[d].tensors)
-            fprintf(out, "dtype %s tensors=%llu bytes=%llu (%.2f GiB)\n", dtype_name((dtype_t)d), (unsigned long long)by_dtype[d].tensors,
-                    (unsigned long long)by_dtype[d].bytes, gib(by_dtype[d].bytes));
+            fprintf(out, "dtype %s tensors=%llu bytes=%llu (%s)\n", dtype_name((dtype_t)d), (unsigned long long)by_dtype[d].tensors,
+                    (unsigned long long)by_dtype[d].bytes, human(by_dtype[d].bytes, hb));
     for (int f = 0; f < FAM_COUNT; f++)
-        fprintf(out, "family %s tensors=%llu bytes=%llu (%.2f GiB)\n", family_names[f], (unsigned long long)by_family[f].tensors,
-                (unsigned long long)by_family[f].bytes, gib(by_family[f].bytes));
+        fprintf(out, "family %s tensors=%llu bytes=%llu (%s)\n", family_names[f], (unsigned long long)by_family[f].tensors,
+                (unsigned long long)by_family[f].bytes, human(by_family[f].bytes, hb));
     uint64_t routed = by_family[FAM_ROUTED_EXPERTS].bytes;
-    fprintf(out, "resident bytes=%llu (%.2f GiB)\n", (unsigned long long)(total.bytes - routed), gib(total.bytes - routed));
-    fprintf(out, "routed bytes=%llu (%.2f GiB)\n", (unsigned long long)routed, gib(routed));
+    fprintf(out, "resident bytes=%llu (%s)\n", (unsigned long long)(total.bytes - routed), human(total.bytes - routed, hb));
+    fprintf(out, "routed bytes=%llu (%s)\n", (unsigned long long)routed, human(routed, hb));
     print_experts(ck, out);
     fprintf(out, "model_level tensors=%llu bytes=%llu\n", (unsigned long long)model_level.tensors, (unsigned long long)model_level.bytes);
     print_layers(ck, out, layer_all, layer_routed);
