@@ -1,0 +1,12 @@
+# Expert cache (cache/) and the cache-sim CLI.
+foreach(t test_cache_policy test_cache_opt test_cache_live)
+  add_executable(${t} ${CMAKE_SOURCE_DIR}/tests/${t}.c)
+  target_link_libraries(${t} PRIVATE dsspec_cache)
+  add_test(NAME ${t} COMMAND ${t})
+endforeach()
+# The CLI test runs the real binary.
+if(TARGET dsspec)
+  add_executable(test_cache_sim_cli ${CMAKE_SOURCE_DIR}/tests/test_cache_sim_cli.c)
+  target_link_libraries(test_cache_sim_cli PRIVATE PkgConfig::CJSON)
+  add_test(NAME test_cache_sim_cli COMMAND test_cache_sim_cli $<TARGET_FILE:dsspec>)
+endif()
