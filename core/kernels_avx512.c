@@ -4,6 +4,9 @@
 #include "core/kernels_internal.h"
 
 #define INLINE static inline __attribute__((always_inline))
+#ifndef PREFETCH_BYTES
+#define PREFETCH_BYTES 1024
+#endif
 
 /* fp8 bytes -> fp16 bits (b & 0x80) << 8 | (b & 0x7F) << 7: sign-extending to 16 bits and shifting
  * left by 7 puts the sign in bit 15 and a copy of it in bit 14, which the mask clears. */
@@ -40,6 +43,7 @@ INLINE __m512 load_w_masked(dtype_t dt, const void *row, int c, __mmask16 m)
 INLINE void dot_rows(dtype_t dt, int NR, int NB, const void *const *wrow, const float *const *srow,
                      int cols, const float *x, int ldx, float out[2][KERNEL_BATCH_GROUP])
 {
+    const size_t esz = dt == DTYPE_F8_E4M3 ? 1 : dt == DTYPE_BF16 ? 2 : 4;
     __m512 tot[2][KERNEL_BATCH_GROUP];
 #pragma GCC unroll 2
     for (int i = 0; i < NR; i++)
@@ -57,6 +61,7 @@ INLINE void dot_rows(dtype_t dt, int NR, int NB, const void *const *wrow, const 
             __m512 w0[2], w1[2];
 #pragma GCC unroll 2
             for (int i = 0; i < NR; i++) {
+                _mm_prefetch((const char *)wrow[i] + (size_t)(c0 + k) * esz + PREFETCH_BYTES, _MM_HINT_T0);
                 w0[i] = load_w(dt, wrow[i], c0 + k);
                 w1[i] = load_w(dt, wrow[i], c0 + k + 16);
             }

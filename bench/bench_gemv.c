@@ -1,0 +1,291 @@
+/* GEMV throughput on DeepSeek-R1's real weight shapes, as a ratio to this machine's memory read
+ * bandwidth measured in the same run (a STREAM-like sum over a buffer much larger than the LLC).
+ * The weights of each shape are laid out as many copies across that same big buffer and visited
+ * in turn, so every matvec reads its weights from DRAM, as decode does. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "core/kernels.h"
+
+typedef struct {
+    const char *name;
+    dtype_t dtype;
+    int rows, cols;
+} bench_shape;
+
+static const bench_shape r1_shapes[] = {
+    { "expert gate/up (2048x7168)", DTYPE_F8_E4M3, 2048, 7168 },
+    { "expert down (7168x2048)", DTYPE_F8_E4M3, 7168, 2048 },
+    { "q_a_proj (1536x7168)", DTYPE_F8_E4M3, 1536, 7168 },
+    { "q_b_proj (24576x1536)", DTYPE_F8_E4M3, 24576, 1536 },
+    { "kv_a_proj (576x7168)", DTYPE_F8_E4M3, 576, 7168 },
+    { "kv_b_proj (32768x512)", DTYPE_F8_E4M3, 32768, 512 },
+    { "o_proj (7168x16384)", DTYPE_F8_E4M3, 7168, 16384 },
+    { "lm_head bf16 (129280x7168)", DTYPE_BF16, 129280, 7168 },
+};
+#define N_SHAPES (int)(sizeof r1_shapes / sizeof r1_shapes[0])
+
+typedef struct {
+    int threads, nb, include_scalar, shape_only, skip_lm_head;
+    double seconds;
+    size_t arena_bytes;
+    int path_only;  /* -1: every available path */
+} bench_options;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: bench_gemv [options]\n"
+            "  --path NAME     scalar, avx2 or avx512 (default: every available SIMD path)\n"
+            "  --scalar        also run the scalar path when no --path is given (slow)\n"
+            "  --threads N     thread count of the multi-thread runs (default 2)\n"
+            "  --nb N          x rows per matvec, 1..4 (default 1; 2 is a speculative-decoding verify)\n"
+            "  --seconds S     time per measurement, split in 0.1 s slices (default 1.0)\n"
+            "  --arena-mib M   buffer for the read-bandwidth test and weight copies (default 1024;\n"
+            "                  grown to fit the largest matrix; keep it well above the LLC)\n"
+            "  --shape I       only shape I (0..%d), in the order printed\n"
+            "  --no-lm-head    skip the 1.8 GB BF16 lm_head shape\n"
+            "  --help          this text\n",
+            N_SHAPES - 1);
+}
+
+static int parse_int(const char *flag, const char *v, int lo, int hi, int *out)
+{
+    char *end;
+    long n = v ? strtol(v, &end, 10) : 0;
+    if (!v || *end || n < lo || n > hi) {
+        fprintf(stderr, "bench_gemv: %s expects an integer in [%d, %d], got '%s'\n", flag, lo, hi, v ? v : "");
+        return -1;
+    }
+    *out = (int)n;
+    return 0;
+}
+
+static int parse_options(int argc, char **argv, bench_options *o)
+{
+    *o = (bench_options){ .threads = 2, .nb = 1, .seconds = 1.0, .arena_bytes = (size_t)1024 << 20,
+                          .path_only = -1, .shape_only = -1 };
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int n;
+        if (!strcmp(a, "--help")) { usage(stdout); exit(0); }
+        else if (!strcmp(a, "--scalar")) o->include_scalar = 1;
+        else if (!strcmp(a, "--no-lm-head")) o->skip_lm_head = 1;
+        else if (!strcmp(a, "--path")) {
+            cpu_path p;
+            if (!v || cpu_path_parse(v, &p)) {
+                fprintf(stderr, "bench_gemv: --path expects scalar, avx2 or avx512, got '%s'\n", v ? v : "");
+                return -1;
+            }
+            if (!cpu_path_available(p)) {
+                fprintf(stderr, "bench_gemv: --path %s is not supported by this CPU\n", v);
+                return -1;
+            }
+            o->path_only = (int)p;
+            i++;
+        } else if (!strcmp(a, "--threads")) { if (parse_int(a, v, 1, 1024, &o->threads)) return -1; i++; }
+        else if (!strcmp(a, "--nb")) { if (parse_int(a, v, 1, 4, &o->nb)) return -1; i++; }
+        else if (!strcmp(a, "--shape")) { if (parse_int(a, v, 0, N_SHAPES - 1, &o->shape_only)) return -1; i++; }
+        else if (!strcmp(a, "--arena-mib")) { if (parse_int(a, v, 64, 1 << 20, &n)) return -1; o->arena_bytes = (size_t)n << 20; i++; }
+        else if (!strcmp(a, "--seconds")) {
+            char *end;
+            o->seconds = v ? strtod(v, &end) : 0;
+            if (!v || *end || !(o->seconds > 0 && o->seconds <= 600)) {
+                fprintf(stderr, "bench_gemv: --seconds expects a number in (0, 600], got '%s'\n", v ? v : "");
+                return -1;
+            }
+            i++;
+        } else {
+            fprintf(stderr, "bench_gemv: unknown option '%s' (see --help)\n", a);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- read bandwidth ---- */
+
+typedef struct {
+    const uint64_t *words;
+    size_t words_per_item;
+    uint64_t sums[256];
+} read_job;
+
+/* Four independent sums: the loop is bound by loads, not by an add chain. */
+static void read_item(void *arg, int i)
+{
+    read_job *job = arg;
+    const uint64_t *p = job->words + (size_t)i * job->words_per_item;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t k = 0; k < job->words_per_item; k += 4) {
+        s0 += p[k];
+        s1 += p[k + 1];
+        s2 += p[k + 2];
+        s3 += p[k + 3];
+    }
+    job->sums[i] = s0 + s1 + s2 + s3;
+}
+
+static double read_bandwidth(thread_pool *pool, const void *buf, size_t bytes, double seconds)
+{
+    read_job job = { buf, bytes / 8 / 256, { 0 } };
+    job.words_per_item &= ~(size_t)3;
+    thread_pool_for(pool, 256, read_item, &job);  /* warm-up pass */
+    double t0 = now_s(), t;
+    long passes = 0;
+    do {
+        thread_pool_for(pool, 256, read_item, &job);
+        passes++;
+    } while ((t = now_s()) - t0 < seconds);
+    volatile uint64_t sink = job.sums[0];
+    (void)sink;
+    return (double)passes * 256 * job.words_per_item * 8 / (t - t0) / 1e9;
+}
+
+/* ---- gemv ---- */
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+static uint64_t rng_next(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* Random but harmless weights: FP8 bytes without NaN, BF16 values in +-[2^-7, 2) (no denormals). */
+static void fill_weights(void *buf, size_t bytes, dtype_t dt)
+{
+    if (dt == DTYPE_F8_E4M3) {
+        uint8_t *q = buf;
+        for (size_t i = 0; i < bytes; i += 8) {
+            uint64_t r = rng_next();
+            for (int k = 0; k < 8 && i + k < bytes; k++) {
+                uint8_t b = (uint8_t)(r >> (8 * k));
+                q[i + k] = (b & 0x7F) == 0x7F ? 0x3F : b;
+            }
+        }
+    } else {
+        uint16_t *h = buf;
+        for (size_t i = 0; i < bytes / 2; i++) {
+            uint64_t r = rng_next();
+            h[i] = (uint16_t)((r & 0x8000) | (uint16_t)(120 + (r >> 16) % 8) << 7 | (r >> 32 & 0x7F));
+        }
+    }
+}
+
+static size_t matrix_bytes(const bench_shape *s)
+{
+    return (size_t)s->rows * s->cols * (s->dtype == DTYPE_F8_E4M3 ? 1 : 2);
+}
+
+/* GB/s of weight bytes (plus scales) consumed, cycling over the copies laid out in the arena. */
+static double gemv_bandwidth(thread_pool *pool, const matrix *proto, unsigned char *arena, int copies,
+                             const float *x, int nb, float *y, double seconds)
+{
+    size_t wbytes = (size_t)proto->rows * proto->cols * (proto->dtype == DTYPE_F8_E4M3 ? 1 : 2);
+    size_t sbytes = proto->scale ? sizeof(float) * (size_t)((proto->rows + 127) / 128) * ((proto->cols + 127) / 128) : 0;
+    matrix m = *proto;
+    double t0 = now_s(), t;
+    long calls = 0;
+    do {
+        m.data = arena + (size_t)(calls % copies) * wbytes;
+        matvec(pool, &m, x, nb, y);
+        calls++;
+    } while ((t = now_s()) - t0 < seconds);
+    return (double)calls * (double)(wbytes + sbytes) / (t - t0) / 1e9;
+}
+
+/* Other processes share this machine's memory bus and cores: the read test and the GEMV alternate
+ * in short slices and each keeps its best slice, so both see the same conditions and interference
+ * (which only ever slows a slice down) drops out of the ratio. */
+typedef struct { double gemv, read; } paired_rate;
+
+static paired_rate measure_paired(thread_pool *pool, const matrix *proto, unsigned char *arena, int copies,
+                                  size_t arena_bytes, const float *x, int nb, float *y, double seconds)
+{
+    const double slice = 0.1;
+    int rounds = (int)(seconds / (2 * slice));
+    if (rounds < 3) rounds = 3;
+    paired_rate best = { 0, 0 };
+    for (int c = 0; c < copies; c++) {  /* warm-up: page tables, pool threads */
+        matrix m = *proto;
+        m.data = arena + (size_t)c * ((size_t)proto->rows * proto->cols * (proto->dtype == DTYPE_F8_E4M3 ? 1 : 2));
+        matvec(pool, &m, x, nb, y);
+    }
+    for (int r = 0; r < rounds; r++) {
+        double rd = read_bandwidth(pool, arena, arena_bytes, slice);
+        double g = gemv_bandwidth(pool, proto, arena, copies, x, nb, y, slice);
+        if (rd > best.read) best.read = rd;
+        if (g > best.gemv) best.gemv = g;
+    }
+    return best;
+}
+
+static void bench_shape_on_paths(const bench_options *o, const bench_shape *s, unsigned char *arena,
+                                 thread_pool *pool1, thread_pool *pooln)
+{
+    size_t wbytes = matrix_bytes(s);
+    int copies = (int)(o->arena_bytes / wbytes);
+    if (copies < 1) copies = 1;
+    fill_weights(arena, wbytes * copies, s->dtype);
+    int gr = (s->rows + 127) / 128, gc = (s->cols + 127) / 128;
+    float *scale = malloc(sizeof(float) * (size_t)gr * gc);
+    float *x = malloc(sizeof(float) * (size_t)s->cols * o->nb);
+    float *y = malloc(sizeof(float) * (size_t)s->rows * o->nb);
+    for (int i = 0; i < gr * gc; i++) scale[i] = 1.0f / (1 + i % 7);
+    for (int i = 0; i < s->cols * o->nb; i++) x[i] = (float)((int)(rng_next() % 2001) - 1000) / 1000.0f;
+    matrix proto = { s->dtype, s->rows, s->cols, arena, s->dtype == DTYPE_F8_E4M3 ? scale : NULL };
+    size_t arena_bytes = wbytes * copies > o->arena_bytes ? wbytes * copies : o->arena_bytes;
+    for (int p = CPU_PATH_SCALAR; p <= CPU_PATH_AVX512; p++) {
+        if (o->path_only >= 0 ? p != o->path_only : (!cpu_path_available((cpu_path)p) || (p == CPU_PATH_SCALAR && !o->include_scalar)))
+            continue;
+        kernels_init((cpu_path)p);
+        paired_rate one = measure_paired(pool1, &proto, arena, copies, arena_bytes, x, o->nb, y, o->seconds);
+        paired_rate all = measure_paired(pooln, &proto, arena, copies, arena_bytes, x, o->nb, y, o->seconds);
+        printf("%-28s %-7s 1T %6.2f GB/s (read %6.2f) %5.1f%% | %dT %6.2f GB/s (read %6.2f) %5.1f%%\n", s->name,
+               cpu_path_name((cpu_path)p), one.gemv, one.read, 100 * one.gemv / one.read, o->threads, all.gemv,
+               all.read, 100 * all.gemv / all.read);
+        fflush(stdout);
+    }
+    free(scale);
+    free(x);
+    free(y);
+}
+
+int main(int argc, char **argv)
+{
+    bench_options o;
+    if (parse_options(argc, argv, &o)) return 2;
+    size_t need = o.arena_bytes;
+    for (int i = 0; i < N_SHAPES; i++) {
+        if ((o.shape_only >= 0 && i != o.shape_only) || (o.skip_lm_head && r1_shapes[i].dtype == DTYPE_BF16)) continue;
+        if (matrix_bytes(&r1_shapes[i]) > need) need = matrix_bytes(&r1_shapes[i]);
+    }
+    unsigned char *arena = aligned_alloc(4096, (need + 4095) / 4096 * 4096);
+    if (!arena) {
+        fprintf(stderr, "bench_gemv: cannot allocate %zu MiB (lower --arena-mib or use --no-lm-head)\n", need >> 20);
+        return 1;
+    }
+    memset(arena, 1, need);  /* fault every page in before timing */
+    thread_pool *pool1 = thread_pool_create(1), *pooln = thread_pool_create(o.threads);
+    printf("GB/s of weight bytes per matvec (nb = %d) vs a sequential read of a %zu MiB buffer, same threads;\n"
+           "best of alternating 0.1 s slices of each\n", o.nb, o.arena_bytes >> 20);
+    for (int i = 0; i < N_SHAPES; i++) {
+        if ((o.shape_only >= 0 && i != o.shape_only) || (o.skip_lm_head && r1_shapes[i].dtype == DTYPE_BF16)) continue;
+        bench_shape_on_paths(&o, &r1_shapes[i], arena, pool1, pooln);
+    }
+    thread_pool_free(pool1);
+    thread_pool_free(pooln);
+    free(arena);
+    return 0;
+}
