@@ -111,11 +111,12 @@ static int check_layout(const char *path, safetensors_header *h, char *err, size
     uint64_t max_end = 0;
     int rc = 0;
     /* Past-end first: a wild offset would otherwise be reported as the hole it leaves. */
+    uint64_t data_bytes = h->file_size >= 8 + h->header_len ? h->file_size - 8 - h->header_len : 0;
     for (int i = h->n - 1; i >= 0 && h->file_size && !rc; i--)
-        if (by[i]->end > h->file_size - 8 - h->header_len) {
+        if (by[i]->end > data_bytes) {
             ck_errorf(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu] run past end of file (data section has %llu bytes; truncated shard?)",
                       path, by[i]->name, (unsigned long long)by[i]->begin, (unsigned long long)by[i]->end,
-                      (unsigned long long)(h->file_size - 8 - h->header_len));
+                      (unsigned long long)data_bytes);
             rc = -1;
         }
     for (int i = 0; i < h->n && !rc; i++) {

@@ -260,6 +260,7 @@ static int check_valid_checkpoint(const char *dir, const char *label)
 }
 
 int test_bad_inputs(const char *src, const char *label, const char *dsspec_bin);
+int test_header_unit(void);
 
 /* bad_inputs.c counts its cases through this */
 int test_failures_add(int n, const char *what)
@@ -343,6 +344,40 @@ static void check_layer_freq_and_no_rope(void)
     tu_remove_tree(dir);
 }
 
+/* Newer spellings: rope_scaling.rope_type, eos_token_id as a list in generation_config.json. */
+static void edit_rope_type_key(cJSON *root, void *arg)
+{
+    (void)arg;
+    cJSON *rs = cJSON_GetObjectItem(root, "rope_scaling");
+    cJSON_DeleteItemFromObject(rs, "type");
+    cJSON_AddStringToObject(rs, "rope_type", "yarn");
+}
+
+static void edit_eos_list(cJSON *root, void *arg)
+{
+    (void)arg;
+    int ids[2] = {7, 1};
+    cJSON_ReplaceItemInObject(root, "eos_token_id", cJSON_CreateIntArray(ids, 2));
+    cJSON_ReplaceItemInObject(root, "top_p", cJSON_CreateNumber(0.5));
+}
+
+static void check_alternate_spellings(void)
+{
+    char dir[64], path[128], err[512];
+    tu_make_tmpdir(dir, sizeof dir);
+    model_config c = synth_small_config();
+    synth_write_checkpoint(dir, &c, 1 << 20);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    tu_edit_json_file(path, edit_rope_type_key, NULL);
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    tu_edit_json_file(path, edit_eos_list, NULL);
+    checkpoint *ck = checkpoint_open(dir, err, sizeof err);
+    CHECK(ck && ck->cfg.yarn.enabled && ck->cfg.yarn.factor == 40 && ck->cfg.eos_token_id == 7 && ck->gen_top_p == 0.5,
+          "rope_type spelling / eos list: %s", ck ? "wrong values" : err);
+    checkpoint_close(ck);
+    tu_remove_tree(dir);
+}
+
 /* Fixture checkpoints (tests/fixtures/<name>/ with config.json + index); returns how many. */
 static int for_each_fixture(const char *dsspec_bin)
 {
@@ -365,8 +400,10 @@ static int for_each_fixture(const char *dsspec_bin)
 int main(int argc, char **argv)
 {
     const char *dsspec_bin = argc > 1 ? argv[1] : NULL;
+    test_header_unit();
     check_config_roundtrip();
     check_layer_freq_and_no_rope();
+    check_alternate_spellings();
 
     char dir[64];
     tu_make_tmpdir(dir, sizeof dir);
