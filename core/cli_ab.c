@@ -1,0 +1,129 @@
+/* dsspec ab: the same prompt with MTP off, then on, same seed, each from a cold expert cache
+ * (a fresh, empty arena; O_DIRECT reads bypass the page cache), and one table of what differs. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core/cli.h"
+#include "core/cli_runner.h"
+
+typedef struct {
+    const char *name;
+    double off, on;
+    const char *fmt;
+} ab_row;
+
+static double per_token(double x, const run_result *r) { return r->gen.generated ? x / r->gen.generated : 0; }
+
+static double hit_rate(const run_result *r)
+{
+    if (!r->have_cache_stats) return 0;
+    double req = (double)r->cache.hits + r->cache.misses;
+    return req ? r->cache.hits / req : 0;
+}
+
+static double stall_pct(const run_result *r)
+{
+    double total = r->gen.prefill_seconds + r->gen.decode_seconds;
+    return r->have_cache_stats && total > 0 ? 100.0 * r->cache.stall_ns * 1e-9 / total : 0;
+}
+
+static int collect_rows(const run_result *off, const run_result *on, ab_row *rows)
+{
+    int n = 0;
+    const run_result *rr[2] = {off, on};
+    double v[12][2];
+    for (int i = 0; i < 2; i++) {
+        const run_result *r = rr[i];
+        v[0][i] = run_tokens_per_second(r);
+        v[1][i] = r->gen.generated;
+        v[2][i] = r->gen.main_passes;
+        v[3][i] = r->gen.main_passes ? (r->gen.generated - 1.0) / r->gen.main_passes : 0;
+        v[4][i] = r->gen.drafts ? 100.0 * r->gen.accepted / r->gen.drafts : 0;
+        v[5][i] = r->have_cache_stats ? per_token((double)r->cache.misses, r) : 0;
+        v[6][i] = r->have_cache_stats ? per_token((double)r->cache.bytes_read, r) / 1048576.0 : 0;
+        v[7][i] = 100.0 * hit_rate(r);
+        v[8][i] = stall_pct(r);
+        v[9][i] = r->peak_rss / 1048576.0;
+    }
+    static const char *names[] = {"decode tokens/s", "generated tokens", "main-model passes", "tokens per main pass",
+                                  "MTP acceptance %", "experts loaded / token", "MiB read / token", "cache hit rate %",
+                                  "I/O stall % of time", "peak RSS MiB"};
+    static const char *fmts[] = {"%.2f", "%.0f", "%.0f", "%.3f", "%.1f", "%.2f", "%.2f", "%.1f", "%.1f", "%.1f"};
+    for (int k = 0; k < 10; k++) rows[n++] = (ab_row){names[k], v[k][0], v[k][1], fmts[k]};
+    return n;
+}
+
+static void print_table(const ab_row *rows, int n, int greedy, int identical, const run_result *on, FILE *out)
+{
+    fprintf(out, "%-24s %14s %14s\n", "", "MTP off", "MTP on");
+    for (int i = 0; i < n; i++) {
+        char a[32], b[32];
+        snprintf(a, sizeof a, rows[i].fmt, rows[i].off);
+        snprintf(b, sizeof b, rows[i].fmt, rows[i].on);
+        fprintf(out, "%-24s %14s %14s\n", rows[i].name, a, b);
+    }
+    fprintf(out, "%-24s %29s\n", "greedy outputs identical", greedy ? (identical ? "yes" : "NO") : "n/a (sampling)");
+    fprintf(out, "cache: %d slots of %d experts, each run from a cold (empty) cache; io %s\n", on->n_slots,
+            on->total_experts, on->io_backend ? on->io_backend : "?");
+}
+
+static int write_ab_report(const char *path, const ab_row *rows, int n, int greedy, int identical)
+{
+    cJSON *j = cJSON_CreateObject(), *off = cJSON_AddObjectToObject(j, "mtp_off"), *on = cJSON_AddObjectToObject(j, "mtp_on");
+    for (int i = 0; i < n; i++) {
+        cJSON_AddNumberToObject(off, rows[i].name, rows[i].off);
+        cJSON_AddNumberToObject(on, rows[i].name, rows[i].on);
+    }
+    cJSON_AddBoolToObject(j, "greedy", greedy);
+    if (greedy) cJSON_AddBoolToObject(j, "outputs_identical", identical);
+    cJSON_AddStringToObject(j, "cache_state", "cold: each run starts with an empty expert cache");
+    char *text = cJSON_Print(j);
+    FILE *f = fopen(path, "w");
+    int ok = f && text && fputs(text, f) >= 0;
+    if (f && fclose(f)) ok = 0;
+    if (!ok) fprintf(stderr, "dsspec ab: --report %s: cannot write: %s\n", path, strerror(errno));
+    free(text);
+    cJSON_Delete(j);
+    return ok ? 0 : 1;
+}
+
+int cli_ab(int argc, char **argv)
+{
+    run_options o;
+    run_options_defaults(&o);
+    char err[512];
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: dsspec ab [run flags]\nRuns the prompt with --mtp off, then on (same seed, cold cache each), and prints one table.\n--report FILE writes the table as JSON; --mtp is ignored.\n\n");
+            run_options_print_help(stdout);
+            return 0;
+        }
+        int r = run_options_parse_flag(&o, argc, argv, &i, err, sizeof err);
+        if (r < 0) { fprintf(stderr, "dsspec ab: %s (see dsspec ab --help)\n", err); return 2; }
+        if (r == 0) { fprintf(stderr, "dsspec ab: unknown flag '%s' (see dsspec ab --help)\n", argv[i]); return 2; }
+    }
+    const char *report = o.report_path;
+    o.report_path = NULL;
+    o.telemetry_path = NULL;
+    o.quiet = 1;
+    run_result off, on;
+    o.mtp = 0;
+    int rc = run_once(&o, 1, &off);
+    if (rc) { run_result_free(&off); return rc; }
+    o.mtp = 1;
+    rc = run_once(&o, 1, &on);
+    if (rc == 0) {
+        int greedy = o.temperature_set && o.temperature == 0;
+        int identical = off.n_tokens == on.n_tokens && !memcmp(off.tokens, on.tokens, off.n_tokens * sizeof(int));
+        ab_row rows[16];
+        int n = collect_rows(&off, &on, rows);
+        print_table(rows, n, greedy, identical, &on, stdout);
+        if (report) rc = write_ab_report(report, rows, n, greedy, identical);
+        if (greedy && !identical) rc = 1;
+    }
+    run_result_free(&off);
+    run_result_free(&on);
+    return rc;
+}

@@ -1,0 +1,18 @@
+# Engine tests: the forward pass, MTP and decode loop against transformers' references, the router on
+# hand-worked cases, speculation invariants, and the CLI contracts.
+add_library(engine_test_util STATIC ${CMAKE_SOURCE_DIR}/tests/engine/engine_test.c)
+target_link_libraries(engine_test_util PUBLIC dsspec_core PkgConfig::CJSON)
+
+add_executable(test_reference ${CMAKE_SOURCE_DIR}/tests/engine/test_reference.c)
+target_link_libraries(test_reference PRIVATE engine_test_util dsspec_speculate dsspec_core)
+add_test(NAME engine_reference COMMAND test_reference
+         ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_r1 ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_b)
+
+add_executable(test_router ${CMAKE_SOURCE_DIR}/tests/engine/test_router.c)
+target_link_libraries(test_router PRIVATE engine_test_util dsspec_core)
+add_test(NAME engine_router COMMAND test_router)
+
+add_executable(test_speculate ${CMAKE_SOURCE_DIR}/tests/engine/test_speculate.c)
+target_link_libraries(test_speculate PRIVATE engine_test_util dsspec_speculate dsspec_core)
+add_test(NAME engine_speculate COMMAND test_speculate
+         ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_r1 ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_b)
