@@ -22,6 +22,7 @@ BF16 for embeddings, norms, the router weight (mlp.gate.weight), lm_head and the
 import json
 import math
 import os
+import re
 import struct
 
 import numpy as np
@@ -535,7 +536,7 @@ def patch_transformers_float64(hfm):
             src = textwrap.dedent(inspect.getsource(fn))
         except (OSError, TypeError):
             return None
-        new = src.replace("torch.float32", "torch.float64").replace(".float()", ".double()")
+        new = re.sub(r"torch\.float(32)?\b", "torch.float64", src).replace(".float()", ".double()")
         if new == src or "super(" in src:
             return None
         ns = {}
