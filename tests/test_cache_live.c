@@ -9,7 +9,7 @@
 #include "cache/expert_cache.h"
 #include "tests/test_cache_check.h"
 
-enum { SLOT_BYTES = 8192, PATTERN_BYTES = 4096, MAX_OPS = 64, MAX_SEEN = 256, MAX_HELD = 64 };
+enum { SLOT_BYTES = 8192, PATTERN_BYTES = 512, MAX_OPS = 64, MAX_SEEN = 256, MAX_HELD = 64 };
 
 typedef struct { int layer, expert; uint8_t *slot; uint64_t tag; long due; } fake_op;
 typedef struct { int layer, expert; const uint8_t *slot; } held_pin;
@@ -63,7 +63,7 @@ static int fake_submit(void *self, int layer, int expert, void *slot, uint64_t t
     for (int i = 0; i < f->n_seen; i++) known |= f->seen[i] == slot;
     if (!known && f->n_seen < MAX_SEEN) f->seen[f->n_seen++] = slot;
     if (!f->lowest || (uint8_t *)slot < f->lowest) f->lowest = slot;
-    memset(slot, 0xEE, SLOT_BYTES); /* poison: a slot handed out before completion fails the pattern */
+    memset(slot, 0xEE, PATTERN_BYTES); /* poison: a slot handed out before completion fails the pattern */
     f->op[f->n_op++] = (fake_op){layer, expert, slot, tag, f->now + rng_below(&f->rng, 6)};
     f->submits++;
     return 0;

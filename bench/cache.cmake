@@ -1,0 +1,6 @@
+# Cache benches: synthetic R1 trace generator and hit-rate curves of every policy next to OPT.
+add_executable(cache_gen_trace ${CMAKE_SOURCE_DIR}/bench/cache/gen_trace.c ${CMAKE_SOURCE_DIR}/bench/cache/synth_trace.c)
+target_link_libraries(cache_gen_trace PRIVATE PkgConfig::CJSON m)
+add_executable(bench_cache_curve ${CMAKE_SOURCE_DIR}/bench/cache/bench_cache_curve.c ${CMAKE_SOURCE_DIR}/bench/cache/synth_trace.c)
+target_compile_definitions(bench_cache_curve PRIVATE DSSPEC_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+target_link_libraries(bench_cache_curve PRIVATE dsspec_cache m)
