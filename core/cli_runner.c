@@ -120,7 +120,7 @@ static uint64_t scratch_bytes(const model_config *c, const run_options *o)
     uint64_t wide = c->intermediate_size > c->moe_intermediate_size ? c->intermediate_size : c->moe_intermediate_size;
     uint64_t act = rows * (6ull * c->hidden_size * (c->num_experts_per_tok + 2) + 3 * wide + 2ull * c->n_routed_experts) * 4;
     uint64_t logits = 4ull * c->vocab_size * 4 + 2ull * c->vocab_size * 4; /* logits + sampler scratch */
-    return attn + act + logits + (32ull << 20); /* + stdio, tokenizer, allocator slack */
+    return attn + act + logits + (8ull << 20); /* + stdio, tokenizer, allocator slack */
 }
 
 typedef struct {

@@ -1,0 +1,220 @@
+/* The CLI contracts outside checkers rely on, driven through the real binary:
+ *   dsspec eval --ids --dump OUT   -> logits.f32 [T][V] (vs transformers), routes.json, mtp_logits.f32
+ *   dsspec run --ids -n 16 --temp 0 --print-ids -> exactly the greedy ids on one stdout line
+ * plus bad flags (one line, exit 2), a memory budget that cannot be honoured (exit 2, says why),
+ * and the process's peak RSS under --mem-budget, measured from outside with wait4(). */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "tests/engine/engine_test.h"
+
+static const char *dsspec_bin;
+
+typedef struct { int status; long max_rss_kb; char out[65536], err[65536]; } proc_result;
+
+static void read_all(int fd, char *buf, size_t cap)
+{
+    size_t n = 0;
+    ssize_t r;
+    while (n + 1 < cap && (r = read(fd, buf + n, cap - 1 - n)) > 0) n += (size_t)r;
+    buf[n] = 0;
+}
+
+/* Runs dsspec with the NULL-terminated args; stdout/stderr captured (small outputs only). */
+static int run_dsspec(proc_result *r, const char *first, ...)
+{
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = dsspec_bin;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && n < 63; a = va_arg(ap, const char *)) argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    char out_path[] = "/tmp/dsspec_cli_out_XXXXXX", err_path[] = "/tmp/dsspec_cli_err_XXXXXX";
+    int fo = mkstemp(out_path), fe = mkstemp(err_path);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fo, 1);
+        dup2(fe, 2);
+        execv(dsspec_bin, (char **)argv);
+        _exit(127);
+    }
+    struct rusage ru;
+    int st = 0;
+    wait4(pid, &st, 0, &ru);
+    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    r->max_rss_kb = ru.ru_maxrss;
+    lseek(fo, 0, SEEK_SET);
+    lseek(fe, 0, SEEK_SET);
+    read_all(fo, r->out, sizeof r->out);
+    read_all(fe, r->err, sizeof r->err);
+    close(fo); close(fe);
+    unlink(out_path); unlink(err_path);
+    return r->status;
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+static char *ids_text(const int *ids, int n)
+{
+    char *s = malloc((size_t)n * 12 + 1);
+    s[0] = 0;
+    for (int i = 0; i < n; i++) sprintf(s + strlen(s), i ? ",%d" : "%d", ids[i]);
+    return s;
+}
+
+static void check_eval(const char *dir, const ref_fixture *f, int vocab)
+{
+    const ref_prompt *p = &f->prompts[f->n_prompts - 1];
+    char *ids = ids_text(p->ids, p->n_ids), out[] = "/tmp/dsspec_eval_XXXXXX";
+    CHECK(mkdtemp(out) != NULL, "mkdtemp");
+    proc_result r;
+    CHECK(run_dsspec(&r, "eval", "-m", dir, "--ids", ids, "--dump", out, "--mtp", NULL) == 0, "eval failed: %s", r.err);
+    CHECK(r.out[0] == 0, "eval printed on stdout: %s", r.out);
+    char path[2048];
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/logits.f32", out);
+    float *lg = (float *)test_read_file(path, &len);
+    CHECK(lg && len == (size_t)p->n_ids * vocab * 4, "logits.f32: %zu bytes, want %d x %d float32", len, p->n_ids, vocab);
+    for (int t = 0; lg && t < p->n_ids; t++) {
+        double mx = 0, d = 0;
+        for (int v = 0; v < vocab; v++) {
+            size_t i = (size_t)t * vocab + v;
+            if (fabs(p->logits[i]) > mx) mx = fabs(p->logits[i]);
+            if (fabs(lg[i] - p->logits[i]) > d) d = fabs(lg[i] - p->logits[i]);
+        }
+        CHECK(d <= 1e-3 * mx, "logits.f32 row %d: error %.3g of max %.3g", t, d, mx);
+    }
+    free(lg);
+    snprintf(path, sizeof path, "%s/mtp_logits.f32", out);
+    lg = (float *)test_read_file(path, &len);
+    CHECK(lg && len == (size_t)p->n_ids * vocab * 4, "mtp_logits.f32: %zu bytes", len);
+    free(lg);
+    snprintf(path, sizeof path, "%s/routes.json", out);
+    char *text = test_read_file(path, NULL);
+    cJSON *routes = text ? cJSON_Parse(text) : NULL;
+    CHECK(routes && cJSON_GetArraySize(routes) == p->n_moe, "routes.json: expected %d MoE layers", p->n_moe);
+    for (int li = 0; routes && li < p->n_moe; li++) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", p->moe_layer[li]);
+        cJSON *rows = cJSON_GetObjectItem(routes, key);
+        CHECK(cJSON_GetArraySize(rows) == p->n_ids, "routes.json layer %s: expected %d rows", key, p->n_ids);
+        for (int t = 0; rows && t < p->n_ids; t++)
+            for (int k = 0; k < f->top_k; k++) {
+                cJSON *e = cJSON_GetArrayItem(cJSON_GetArrayItem(rows, t), k);
+                CHECK(e && e->valueint == p->routes[((size_t)li * p->n_ids + t) * f->top_k + k], "routes.json layer %s row %d differs", key, t);
+            }
+    }
+    cJSON_Delete(routes);
+    free(text);
+    free(ids);
+    char cmd[2100];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", out);
+    CHECK(system(cmd) == 0, "cleanup");
+}
+
+static void check_run_ids(const char *dir, const ref_fixture *f)
+{
+    for (int i = 0; i < f->n_prompts; i++) {
+        const ref_prompt *p = &f->prompts[i];
+        char *ids = ids_text(p->ids, p->n_ids), want[4096] = "";
+        for (int k = 0; k < p->n_greedy; k++) sprintf(want + strlen(want), k ? " %d" : "%d", p->greedy[k]);
+        strcat(want, "\n");
+        for (int mtp = 0; mtp <= 1; mtp++) {
+            proc_result r;
+            run_dsspec(&r, "run", "-m", dir, "--ids", ids, "-n", "16", "--temp", "0", "--print-ids", "--mtp", mtp ? "on" : "off", NULL);
+            CHECK(r.status == 0, "run --print-ids (mtp %d) failed: %s", mtp, r.err);
+            CHECK(!strcmp(r.out, want), "run --print-ids (mtp %d) printed '%s', transformers' greedy is '%s'", mtp, r.out, want);
+        }
+        free(ids);
+    }
+}
+
+static void check_bad_flags(const char *dir)
+{
+    struct { const char *a[8]; const char *needle; int code; } cases[] = {
+        {{"run", "-m", dir, "--ids", "1,2", "--temp", "hot", NULL}, "--temp", 2},
+        {{"run", "-m", dir, "--ids", "1,x", NULL}, "--ids", 2},
+        {{"run", "-m", dir, "--ids", "1,2", "--mtp", "maybe", NULL}, "--mtp", 2},
+        {{"run", "-m", dir, "--ids", "1,2", "--cache-policy", "fifo", NULL}, "--cache-policy", 2},
+        {{"run", "-m", dir, "--ids", "1,2", "--frobnicate", NULL}, "--frobnicate", 2},
+        {{"run", "-m", dir, "--ids", "1,2", "--mem-budget", "lots", NULL}, "--mem-budget", 2},
+        {{"run", "-m", dir, "--ids", "1,2", "--mem-budget", "1M", NULL}, "memory budget too small", 2},
+        {{"run", "-m", dir, "--ids", "1,99999", "-n", "2", NULL}, "99999", 1},
+        {{"run", "-m", "/nonexistent/model", "--ids", "1", NULL}, "/nonexistent/model", 1},
+        {{"eval", "-m", dir, "--ids", "1,2", NULL}, "--dump", 2},
+        {{"frobnicate", NULL}, "frobnicate", 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        proc_result r;
+        const char **a = cases[i].a;
+        run_dsspec(&r, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
+        CHECK(r.status == cases[i].code, "case %zu (%s): exit %d, want %d", i, cases[i].needle, r.status, cases[i].code);
+        CHECK(count_lines(r.err) == 1 && strstr(r.err, cases[i].needle), "case %zu: want one stderr line naming '%s', got: %s", i, cases[i].needle, r.err);
+        CHECK(r.out[0] == 0, "case %zu printed on stdout", i);
+    }
+}
+
+/* Peak RSS (measured by the kernel for the child) stays under the budget the user gave. */
+static void check_budget(const char *dir)
+{
+    const char *budgets[] = {"24M", "40M"};
+    for (int i = 0; i < 2; i++) {
+        char report[] = "/tmp/dsspec_report_XXXXXX";
+        int fd = mkstemp(report);
+        close(fd);
+        proc_result r;
+        run_dsspec(&r, "run", "-m", dir, "--ids", "0,5,9,200,31", "-n", "40", "--temp", "0", "--print-ids", "--mem-budget",
+                   budgets[i], "--report", report, "--cache-policy", "lfu", "--ctx", "256", NULL);
+        CHECK(r.status == 0, "run under --mem-budget %s failed: %s", budgets[i], r.err);
+        long budget_kb = atol(budgets[i]) * 1024;
+        CHECK(r.max_rss_kb > 0 && r.max_rss_kb <= budget_kb, "peak RSS %ld KiB exceeds --mem-budget %s", r.max_rss_kb, budgets[i]);
+        char *text = test_read_file(report, NULL);
+        cJSON *j = text ? cJSON_Parse(text) : NULL;
+        cJSON *plan = j ? cJSON_GetObjectItem(j, "plan") : NULL;
+        CHECK(plan && cJSON_GetObjectItem(plan, "slots")->valueint >= 1, "report has no plan");
+        CHECK(j && cJSON_GetObjectItem(j, "generated")->valueint == 40, "report: generated");
+        printf("--mem-budget %s: peak RSS %.1f MiB (kernel's ru_maxrss), %d expert slots\n", budgets[i], r.max_rss_kb / 1024.0,
+               plan ? cJSON_GetObjectItem(plan, "slots")->valueint : -1);
+        cJSON_Delete(j);
+        free(text);
+        unlink(report);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) { fprintf(stderr, "usage: test_cli DSSPEC FIXTURE...\n"); return 2; }
+    dsspec_bin = argv[1];
+    CHECK(access(dsspec_bin, X_OK) == 0, "%s is not built", dsspec_bin);
+    for (int i = 2; i < argc && !test_failures; i++) {
+        char cfg[2048];
+        snprintf(cfg, sizeof cfg, "%s/config.json", argv[i]);
+        char *text = test_read_file(cfg, NULL);
+        cJSON *c = text ? cJSON_Parse(text) : NULL;
+        int vocab = c ? cJSON_GetObjectItem(c, "vocab_size")->valueint : 0, topk = c ? cJSON_GetObjectItem(c, "num_experts_per_tok")->valueint : 0;
+        cJSON_Delete(c);
+        free(text);
+        ref_fixture f;
+        if (ref_fixture_load(argv[i], vocab, topk, &f)) { CHECK(0, "%s: no reference", argv[i]); continue; }
+        check_eval(argv[i], &f, vocab);
+        check_run_ids(argv[i], &f);
+        if (i == 2) { check_bad_flags(argv[i]); check_budget(argv[i]); }
+        ref_fixture_free(&f);
+    }
+    printf("%s\n", test_failures ? "FAILED" : "cli: all checks passed");
+    return test_failures ? 1 : 0;
+}
