@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include "io/expert_io.h"
@@ -28,8 +29,17 @@ typedef struct {
 
 typedef struct {
     char label[96];
-    double gbps, widened_gbps, seconds;
+    double gbps, widened_gbps, seconds, cpu_ms_per_gb;
 } result;
+
+/* CPU time of the whole process (caller + pread workers + io_uring's kernel work on our behalf). */
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
+           1e-6 * (double)ru.ru_stime.tv_usec;
+}
 
 static uint64_t rng_state;
 static uint64_t rng_next(void)
@@ -108,7 +118,7 @@ static int run_config(const checkpoint *ck, const options *o, io_backend b, int 
     int *free_slot = malloc((size_t)qd * sizeof *free_slot), n_free = qd;
     for (int i = 0; i < qd; i++) free_slot[i] = i;
     drop_page_cache(o->drop_caches);
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_s();
     int next = 0, done = 0;
     while (done < o->reads && rc == 0) {
         while (next < o->reads && n_free > 0 &&
@@ -130,7 +140,7 @@ static int run_config(const checkpoint *ck, const options *o, io_backend b, int 
         }
         if (n < 0) rc = -1;
     }
-    double dt = now_s() - t0;
+    double dt = now_s() - t0, cpu = cpu_s() - c0;
     free(free_slot);
     expert_reader_stats st = expert_reader_get_stats(r);
     snprintf(res->label, sizeof res->label, "%-5s qd %2d chunk %5ld KiB%s", io_backend_name(b), qd, chunk_kib,
@@ -138,10 +148,11 @@ static int run_config(const checkpoint *ck, const options *o, io_backend b, int 
     res->seconds = dt;
     res->gbps = (double)expert_bytes * o->reads / dt / 1e9;
     res->widened_gbps = (double)st.bytes_read / dt / 1e9;
-    printf("%-40s %6.3f GB/s experts (%6.3f GB/s on the wire)  %d reads in %.2f s\n", res->label, res->gbps,
-           res->widened_gbps, o->reads, dt);
-    printf("RESULT backend=%s qd=%d chunk_kib=%ld fixed=%d gbps=%.4f wire_gbps=%.4f\n", io_backend_name(b), qd,
-           chunk_kib, fixed, res->gbps, res->widened_gbps);
+    res->cpu_ms_per_gb = 1e3 * cpu / ((double)st.bytes_read / 1e9);
+    printf("%-40s %6.3f GB/s experts (%6.3f GB/s on the wire)  %d reads in %.2f s, CPU %.1f ms/GB\n", res->label,
+           res->gbps, res->widened_gbps, o->reads, dt, res->cpu_ms_per_gb);
+    printf("RESULT backend=%s qd=%d chunk_kib=%ld fixed=%d gbps=%.4f wire_gbps=%.4f cpu_ms_per_gb=%.2f\n",
+           io_backend_name(b), qd, chunk_kib, fixed, res->gbps, res->widened_gbps, res->cpu_ms_per_gb);
     fflush(stdout);
 out:
     free(slots);
