@@ -80,7 +80,14 @@ int run_options_parse_flag(run_options *o, int argc, char **argv, int *i, char *
     if (IS("-m") || IS("--model")) { TAKES_VALUE(); o->model_dir = v; return 1; }
     if (IS("-p") || IS("--prompt")) { TAKES_VALUE(); o->prompt_text = v; return 1; }
     if (IS("-f") || IS("--file")) { TAKES_VALUE(); o->prompt_file = v; return 1; }
-    if (IS("--ids")) { TAKES_VALUE(); o->ids = v; return 1; }
+    if (IS("--ids")) {
+        TAKES_VALUE();
+        int *ids;
+        if (parse_id_list("--ids", v, &ids, err, errlen) < 0) return -1; /* fail before loading anything */
+        free(ids);
+        o->ids = v;
+        return 1;
+    }
     if (IS("--chat")) { o->chat_wrap = 1; return 1; }
     if (!strncmp(a, "--chat=", 7)) { o->messages_file = a + 7; return 1; }
     if (IS("--no-bos")) { o->no_bos = 1; return 1; }

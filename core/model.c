@@ -352,6 +352,10 @@ void model_bf16_matvec(model *m, const void *data, int rows, int cols, const flo
 
 /* ---------- attention (absorbed MLA) ---------- */
 
+/* q_a_layernorm and kv_a_layernorm use eps 1e-6 whatever rms_norm_eps says: DeepSeek's model.py
+ * builds them with RMSNorm's default and transformers hard-codes the same. */
+#define LATENT_NORM_EPS 1e-6
+
 typedef struct {
     const model *m;
     const layer_weights *lw;
@@ -425,7 +429,7 @@ static int attention(model *m, int layer, kv_cache *kv, const float *xn, const i
     if (!qa || !q || !ckv || !heads_out || !scratch) { snprintf(err, errlen, "out of memory in attention"); goto done; }
 
     matvec(m->pool, &lw->q_a, xn, nb, qa);
-    for (int b = 0; b < nb; b++) model_rmsnorm(qa + (size_t)b * ql, lw->q_a_norm, ql, c->rms_norm_eps, qa + (size_t)b * ql);
+    for (int b = 0; b < nb; b++) model_rmsnorm(qa + (size_t)b * ql, lw->q_a_norm, ql, LATENT_NORM_EPS, qa + (size_t)b * ql);
     matvec(m->pool, &lw->q_b, qa, nb, q);
     matvec(m->pool, &lw->kv_a, xn, nb, ckv);
     for (int b = 0; b < nb; b++) {
@@ -433,7 +437,7 @@ static int attention(model *m, int layer, kv_cache *kv, const float *xn, const i
         float *row = ckv + (size_t)b * (R + rope);
         float *lat = kv->latent + ((size_t)kv_layer * kv->ctx + pos[b]) * R;
         float *kr = kv->krope + ((size_t)kv_layer * kv->ctx + pos[b]) * rope;
-        model_rmsnorm(row, lw->kv_a_norm, R, c->rms_norm_eps, lat);
+        model_rmsnorm(row, lw->kv_a_norm, R, LATENT_NORM_EPS, lat);
         memcpy(kr, row + R, rope * sizeof(float));
         rope_apply(&m->rope, kr, pos[b]);
     }

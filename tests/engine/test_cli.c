@@ -145,15 +145,16 @@ static void check_run_ids(const char *dir, const ref_fixture *f)
 
 static void check_bad_flags(const char *dir)
 {
-    struct { const char *a[8]; const char *needle; int code; } cases[] = {
+    struct { const char *a[10]; const char *needle; int code; } cases[] = {
         {{"run", "-m", dir, "--ids", "1,2", "--temp", "hot", NULL}, "--temp", 2},
         {{"run", "-m", dir, "--ids", "1,x", NULL}, "--ids", 2},
         {{"run", "-m", dir, "--ids", "1,2", "--mtp", "maybe", NULL}, "--mtp", 2},
         {{"run", "-m", dir, "--ids", "1,2", "--cache-policy", "fifo", NULL}, "--cache-policy", 2},
         {{"run", "-m", dir, "--ids", "1,2", "--frobnicate", NULL}, "--frobnicate", 2},
         {{"run", "-m", dir, "--ids", "1,2", "--mem-budget", "lots", NULL}, "--mem-budget", 2},
-        {{"run", "-m", dir, "--ids", "1,2", "--mem-budget", "1M", NULL}, "memory budget too small", 2},
-        {{"run", "-m", dir, "--ids", "1,99999", "-n", "2", NULL}, "99999", 1},
+        {{"run", "-m", dir, "--ids", "1,2", "--mem-budget", "1M", "--print-ids", NULL}, "memory budget too small", 2},
+        {{"run", "-m", dir, "--ids", "1,99999", "-n", "2", "--print-ids", NULL}, "99999", 1},
+        {{"run", "-m", dir, "--ids", "1,2", NULL}, "tokenizer.json", 1},
         {{"run", "-m", "/nonexistent/model", "--ids", "1", NULL}, "/nonexistent/model", 1},
         {{"eval", "-m", dir, "--ids", "1,2", NULL}, "--dump", 2},
         {{"frobnicate", NULL}, "frobnicate", 2},
@@ -161,7 +162,7 @@ static void check_bad_flags(const char *dir)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         proc_result r;
         const char **a = cases[i].a;
-        run_dsspec(&r, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
+        run_dsspec(&r, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], NULL);
         CHECK(r.status == cases[i].code, "case %zu (%s): exit %d, want %d", i, cases[i].needle, r.status, cases[i].code);
         CHECK(count_lines(r.err) == 1 && strstr(r.err, cases[i].needle), "case %zu: want one stderr line naming '%s', got: %s", i, cases[i].needle, r.err);
         CHECK(r.out[0] == 0, "case %zu printed on stdout", i);
