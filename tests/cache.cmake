@@ -10,3 +10,8 @@ if(TARGET dsspec)
   target_link_libraries(test_cache_sim_cli PRIVATE PkgConfig::CJSON)
   add_test(NAME test_cache_sim_cli COMMAND test_cache_sim_cli $<TARGET_FILE:dsspec>)
 endif()
+# The cache over the real reader on the R1-format fixtures, against checkpoint_read.
+add_executable(test_cache_reader ${CMAKE_SOURCE_DIR}/tests/test_cache_reader.c)
+target_link_libraries(test_cache_reader PRIVATE dsspec_cache dsspec_io dsspec_core)
+add_test(NAME test_cache_reader COMMAND test_cache_reader ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_r1
+         ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_b)
