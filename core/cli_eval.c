@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,14 +20,17 @@
 static void eval_usage(FILE *out)
 {
     fprintf(out,
-            "usage: dsspec eval [-m DIR] --ids LIST --dump OUT [--mtp] [-t N] [--cpu-features P] [--chunk N]\n"
+            "usage: dsspec eval [-m DIR] (--ids LIST | --ids-file FILE) [--dump OUT] [--mtp] [--ppl] [-t N] [--cpu-features P] [--chunk N]\n"
             "  -m DIR             checkpoint directory (default: the embedded model)\n"
             "  --ids LIST         comma-separated token ids, e.g. 3,17,42\n"
             "  --dump OUT         directory to write logits.f32 and routes.json into (created)\n"
             "  --mtp              also write mtp_logits.f32 (the MTP layer's logits per position)\n"
             "  -t, --threads N    worker threads (default 1)\n"
             "  --cpu-features P   highest kernel path: scalar | avx2 | avx512 (default: best available)\n"
-            "  --chunk N          rows per forward pass (default 64; results do not depend on it)\n");
+            "  --chunk N          rows per forward pass (default 64; results do not depend on it)\n"
+            "  --ids-file FILE    token ids from a file (whitespace or comma separated) instead of --ids\n"
+            "  --ppl              print the perplexity of ids[1..] under the model on stdout\n"
+            "                     (--dump is then optional)\n");
 }
 
 typedef struct {
@@ -72,7 +76,22 @@ static int write_routes(const char *dir, const route_table *r, const model_confi
 }
 
 /* Main model over all rows (chunked), then optionally the MTP pass. */
-static int eval_run(engine *e, const int *ids, int T, int chunk, int mtp, const char *out, char *err, size_t errlen)
+/* Mean negative log-likelihood of ids[t+1] under the logits of row t, in double. */
+static void print_perplexity(const float *logits, const int *ids, int T, int V)
+{
+    double nll = 0;
+    for (int t = 0; t + 1 < T; t++) {
+        const float *l = logits + (size_t)t * V;
+        double mx = l[0], sum = 0;
+        for (int v = 1; v < V; v++) if (l[v] > mx) mx = l[v];
+        for (int v = 0; v < V; v++) sum += exp(l[v] - mx);
+        nll += mx + log(sum) - l[ids[t + 1]];
+    }
+    int n = T - 1;
+    printf("tokens %d mean_nll %.6f perplexity %.4f\n", n, n > 0 ? nll / n : 0, n > 0 ? exp(nll / n) : 0);
+}
+
+static int eval_run(engine *e, const int *ids, int T, int chunk, int mtp, int ppl, const char *out, char *err, size_t errlen)
 {
     const model_config *c = model_get_config(e->m);
     int V = c->vocab_size, H = c->hidden_size, rc = -1;
@@ -96,6 +115,8 @@ static int eval_run(engine *e, const int *ids, int T, int chunk, int mtp, const 
                                .on_route = record_route, .route_ctx = &rt};
         if (model_forward(e->m, kv, &ep, ids + s, pos + s, nb, &req, err, errlen)) goto done;
     }
+    if (ppl) print_perplexity(logits, ids, T, V);
+    if (!out) { rc = 0; goto done; }
     if (write_file(out, "logits.f32", logits, (size_t)T * V * sizeof(float), err, errlen)) goto done;
     if (write_routes(out, &rt, c, err, errlen)) goto done;
     if (mtp) {
@@ -117,15 +138,48 @@ done:
     return rc;
 }
 
+/* Ids separated by commas and/or white space, e.g. a held-out split saved by the training script. */
+static int read_ids_file(const char *path, int **ids, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) { snprintf(err, errlen, "--ids-file %s: cannot open: %s", path, strerror(errno)); return -1; }
+    int n = 0, cap = 1024, c;
+    int *v = malloc(cap * sizeof *v);
+    long x;
+    while (v) {
+        while ((c = fgetc(f)) == ',' || c == ' ' || c == '\n' || c == '\t' || c == '\r') {}
+        if (c == EOF) break;
+        ungetc(c, f);
+        if (fscanf(f, "%ld", &x) != 1 || x < 0 || x > 0x7fffffff) {
+            snprintf(err, errlen, "--ids-file %s: expected token ids separated by commas or spaces (after %d ids)", path, n);
+            free(v);
+            fclose(f);
+            return -1;
+        }
+        if (n == cap) {
+            int *nv = realloc(v, (cap *= 2) * sizeof *v);
+            if (!nv) { free(v); v = NULL; break; }
+            v = nv;
+        }
+        v[n++] = (int)x;
+    }
+    fclose(f);
+    if (!v) { snprintf(err, errlen, "out of memory reading %s", path); return -1; }
+    if (n == 0) { snprintf(err, errlen, "--ids-file %s: no token ids", path); free(v); return -1; }
+    *ids = v;
+    return n;
+}
+
 int cli_eval(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"ids", required_argument, 0, 'i'}, {"dump", required_argument, 0, 'd'},
         {"mtp", no_argument, 0, 'M'}, {"threads", required_argument, 0, 't'}, {"cpu-features", required_argument, 0, 'c'},
-        {"chunk", required_argument, 0, 'k'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    const char *dir = cli_default_model_dir(), *ids_arg = NULL, *out = NULL, *cpu = NULL;
+        {"chunk", required_argument, 0, 'k'}, {"ids-file", required_argument, 0, 'F'}, {"ppl", no_argument, 0, 'P'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *dir = cli_default_model_dir(), *ids_arg = NULL, *ids_file = NULL, *out = NULL, *cpu = NULL;
     long threads = 1, chunk = 64;
-    int mtp = 0, opt;
+    int mtp = 0, ppl = 0, opt;
     char err[1024];
     optind = 1;
     opterr = 0;
@@ -135,6 +189,8 @@ int cli_eval(int argc, char **argv)
         case 'i': ids_arg = optarg; break;
         case 'd': out = optarg; break;
         case 'M': mtp = 1; break;
+        case 'P': ppl = 1; break;
+        case 'F': ids_file = optarg; break;
         case 'c': cpu = optarg; break;
         case 't': if (parse_int_flag("--threads", optarg, 1, 1024, &threads, err, sizeof err)) goto usage_error; break;
         case 'k': if (parse_int_flag("--chunk", optarg, 1, 1 << 20, &chunk, err, sizeof err)) goto usage_error; break;
@@ -145,11 +201,16 @@ int cli_eval(int argc, char **argv)
         }
     }
     if (optind < argc) { snprintf(err, sizeof err, "unexpected argument '%s'", argv[optind]); goto usage_error; }
-    if (!ids_arg || !out) { snprintf(err, sizeof err, "--ids and --dump are required"); goto usage_error; }
-    int *ids = NULL;
-    int T = parse_id_list("--ids", ids_arg, &ids, err, sizeof err);
-    if (T < 0) goto usage_error;
-    if (mkdir(out, 0755) != 0 && errno != EEXIST) {
+    if ((!ids_arg && !ids_file) || (ids_arg && ids_file)) { snprintf(err, sizeof err, "give one of --ids or --ids-file"); goto usage_error; }
+    if (!out && !ppl) { snprintf(err, sizeof err, "--dump is required (or --ppl)"); goto usage_error; }
+    int *ids = NULL, T;
+    if (ids_file) {
+        T = read_ids_file(ids_file, &ids, err, sizeof err);
+        if (T < 0) { fprintf(stderr, "dsspec eval: %s\n", err); return 1; }
+    } else if ((T = parse_id_list("--ids", ids_arg, &ids, err, sizeof err)) < 0) {
+        goto usage_error;
+    }
+    if (out && mkdir(out, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "dsspec eval: --dump %s: cannot create directory: %s\n", out, strerror(errno));
         free(ids);
         return 1;
@@ -158,7 +219,7 @@ int cli_eval(int argc, char **argv)
     int rc = 1;
     if (engine_open(&e, dir, (int)threads, cpu, err, sizeof err) == 0) {
         if (mtp && !model_has_mtp(e.m)) snprintf(err, sizeof err, "--mtp: %s has no MTP layer (num_nextn_predict_layers 0)", dir);
-        else rc = eval_run(&e, ids, T, (int)chunk, mtp, out, err, sizeof err) ? 1 : 0;
+        else rc = eval_run(&e, ids, T, (int)chunk, mtp, ppl, out, err, sizeof err) ? 1 : 0;
         engine_close(&e);
     }
     if (rc) fprintf(stderr, "dsspec eval: %s\n", err);
