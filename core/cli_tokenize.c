@@ -30,7 +30,8 @@ static void detokenize_usage(FILE *out)
             "  -m DIR          model directory or tokenizer.json (default: the embedded model)\n"
             "  --ids LIST      token ids separated by commas and/or spaces, e.g. 0,19923,2058\n"
             "  --skip-special  drop special tokens (BOS, EOS, ...) from the text\n"
-            "Output: the decoded text, exactly (no newline is added).\n");
+            "Output: the decoded text, exactly (no newline is added). Ids that are not in the vocabulary\n"
+            "are dropped, as Hugging Face's decode does.\n");
 }
 
 static char *read_all(const char *path, size_t *len)
@@ -70,19 +71,21 @@ static void print_escaped(const char *s, size_t n)
     }
 }
 
-/* One token's bytes, escaped; a token holding part of a UTF-8 character shows its bytes as \xNN. */
+/* One token's bytes, escaped; bytes of a token that holds only part of a UTF-8 character (so
+ * that decoding it alone would not give them back) are shown as \xNN. */
 static void print_token(const tokenizer *tok, int32_t id)
 {
-    size_t n = 0;
-    char *text = tokenizer_decode(tok, &id, 1, 0, &n);
-    if (text && !strstr(text, "\xEF\xBF\xBD")) print_escaped(text, n);
-    else {
-        const char *raw = tokenizer_token_text(tok, id);
-        fputs("[", stdout);
-        if (raw) print_escaped(raw, strlen(raw));
-        fputs("]", stdout);
-    }
+    size_t n = 0, text_len = 0;
+    const char *bytes = tokenizer_token_bytes(tok, id, &n);
+    char *text = tokenizer_decode(tok, &id, 1, 0, &text_len);
+    int whole = text && text_len == n && !memcmp(text, bytes, n);
     free(text);
+    if (whole) { print_escaped(bytes, n); return; }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)bytes[i];
+        if (c >= 0x80) printf("\\x%02x", c);
+        else print_escaped((const char *)&c, 1);
+    }
 }
 
 static tokenizer *open_tokenizer(const char *model)

@@ -18,3 +18,7 @@ add_test(NAME tokenizer_chat COMMAND test_tokenizer chat ${TOK_DATA}/r1 ${TOK_DI
 add_test(NAME tokenizer_fuzz COMMAND sh ${TOK_DIR}/fuzz.sh $<TARGET_FILE:test_tokenizer> ${TOK_DATA}/r1 ${CMAKE_CURRENT_BINARY_DIR})
 set_tests_properties(tokenizer_corpus tokenizer_cases tokenizer_cases_v3 tokenizer_chat tokenizer_fuzz
                      PROPERTIES FIXTURES_REQUIRED tokenizer_data)
+if(TARGET dsspec)
+  add_test(NAME tokenizer_cli COMMAND sh ${TOK_DIR}/cli.sh $<TARGET_FILE:dsspec> ${TOK_DATA}/r1 ${TOK_DIR}/data)
+  set_tests_properties(tokenizer_cli PROPERTIES FIXTURES_REQUIRED tokenizer_data)
+endif()

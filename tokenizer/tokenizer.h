@@ -45,6 +45,8 @@ void tokenizer_stream_free(tokenizer_stream *st);
 /* Lookups. ids are -1 when absent. */
 int32_t tokenizer_token_id(const tokenizer *tok, const char *content); /* added token or vocab entry */
 const char *tokenizer_token_text(const tokenizer *tok, int32_t id);     /* as written in tokenizer.json */
+const char *tokenizer_token_bytes(const tokenizer *tok, int32_t id, size_t *len); /* what it decodes to;
+                                                       may be part of a UTF-8 character */
 int tokenizer_is_special(const tokenizer *tok, int32_t id);
 int32_t tokenizer_bos_id(const tokenizer *tok);
 int32_t tokenizer_eos_id(const tokenizer *tok);

@@ -536,6 +536,13 @@ const char *tokenizer_token_text(const tokenizer *tok, int32_t id)
     return tok->strings.data + tok->text_off[id];
 }
 
+const char *tokenizer_token_bytes(const tokenizer *tok, int32_t id, size_t *len)
+{
+    if (id < 0 || (size_t)id >= tok->n_ids || !tok->is_known[id]) { if (len) *len = 0; return NULL; }
+    if (len) *len = tok->bytes_len[id];
+    return tok->strings.data + tok->bytes_off[id];
+}
+
 int tokenizer_is_special(const tokenizer *tok, int32_t id)
 {
     return id >= 0 && (size_t)id < tok->n_ids && tok->is_special[id];
