@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "tests/engine/engine_test.h"
@@ -192,8 +193,44 @@ static void check_budget(const char *dir)
                plan ? cJSON_GetObjectItem(plan, "slots")->valueint : -1);
         cJSON_Delete(j);
         free(text);
+        proc_result rr;
+        CHECK(run_dsspec(&rr, "report", report, NULL) == 0 && strstr(rr.out, "40 generated") && strstr(rr.out, "hit rate"),
+              "dsspec report did not render the run: %s%s", rr.out, rr.err);
         unlink(report);
     }
+    proc_result rr;
+    CHECK(run_dsspec(&rr, "report", "/nonexistent.json", NULL) == 1 && count_lines(rr.err) == 1, "report of a missing file");
+}
+
+/* Ctrl-C during a long run: the generation stops, the report is still written, exit 0. */
+static void check_interrupt(const char *dir)
+{
+    char report[] = "/tmp/dsspec_int_XXXXXX";
+    int fd = mkstemp(report);
+    close(fd);
+    unlink(report);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        execl(dsspec_bin, dsspec_bin, "run", "-m", dir, "--ids", "0,5,9", "-n", "100000000", "--temp", "0", "--print-ids",
+              "--ctx", "200000", "--mtp", "off", "--report", report, (char *)NULL);
+        _exit(127);
+    }
+    usleep(1500 * 1000);
+    kill(pid, SIGINT);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "interrupted run: status %d", st);
+    char *text = test_read_file(report, NULL);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    const cJSON *why = j ? cJSON_GetObjectItem(j, "stopped_by") : NULL;
+    CHECK(why && !strcmp(why->valuestring, "interrupt") && cJSON_GetObjectItem(j, "generated")->valueint > 0,
+          "report after Ctrl-C missing or wrong: %s", text ? text : "(none)");
+    cJSON_Delete(j);
+    free(text);
+    unlink(report);
 }
 
 int main(int argc, char **argv)
@@ -213,7 +250,7 @@ int main(int argc, char **argv)
         if (ref_fixture_load(argv[i], vocab, topk, &f)) { CHECK(0, "%s: no reference", argv[i]); continue; }
         check_eval(argv[i], &f, vocab);
         check_run_ids(argv[i], &f);
-        if (i == 2) { check_bad_flags(argv[i]); check_budget(argv[i]); }
+        if (i == 2) { check_bad_flags(argv[i]); check_budget(argv[i]); check_interrupt(argv[i]); }
         ref_fixture_free(&f);
     }
     printf("%s\n", test_failures ? "FAILED" : "cli: all checks passed");
