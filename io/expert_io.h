@@ -39,7 +39,8 @@ int expert_reader_submit(expert_reader *r, int layer, int expert, void *slot, ui
 
 /* Collect finished reads: waits until at least min_complete are done (0 = never waits), returns
  * how many were written to tags/status (status 0 ok, or -errno after retries; the error line is
- * in expert_reader_error()). */
+ * in expert_reader_error()). Never waits for reads that were not submitted; -1 only if the
+ * engine itself fails (error line set). */
 int expert_reader_reap(expert_reader *r, int min_complete, uint64_t *tags, int *status, int max);
 int expert_reader_inflight(const expert_reader *r);
 const char *expert_reader_error(const expert_reader *r);

@@ -25,6 +25,7 @@ typedef struct {
     int run_uring, run_pread;
     int drop_caches;
     uint64_t seed;
+    const char *iolog;
 } options;
 
 typedef struct {
@@ -81,6 +82,31 @@ static expert_id *routing_stream(const checkpoint *ck, int n, int *straddlers)
         }
     }
     return out;
+}
+
+/* The same request stream as a fio v2 iolog (one read per 4 KiB-widened piece, as the reader
+ * issues them), so fio can replay exactly these offsets and lengths as the peer. */
+static int write_iolog(const checkpoint *ck, const expert_id *ids, int n, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "bench_expert_io: cannot write %s\n", path);
+        return -1;
+    }
+    fprintf(f, "fio version 2 iolog\n");
+    for (int s = 0; s < ck->n_shards; s++) fprintf(f, "%s add\n", ck->shards[s].path);
+    for (int s = 0; s < ck->n_shards; s++) fprintf(f, "%s open\n", ck->shards[s].path);
+    for (int i = 0; i < n; i++) {
+        const expert_extent *x = checkpoint_expert(ck, ids[i].layer, ids[i].expert);
+        for (int p = 0; p < x->npieces; p++) {
+            uint64_t lo = x->piece[p].offset / 4096 * 4096;
+            uint64_t hi = (x->piece[p].offset + x->piece[p].length + 4095) / 4096 * 4096;
+            fprintf(f, "%s read %llu %llu\n", ck->shards[x->piece[p].shard].path, (unsigned long long)lo,
+                    (unsigned long long)(hi - lo));
+        }
+    }
+    for (int s = 0; s < ck->n_shards; s++) fprintf(f, "%s close\n", ck->shards[s].path);
+    return fclose(f) == 0 ? 0 : -1;
 }
 
 static void drop_page_cache(int enabled)
@@ -188,9 +214,11 @@ static void usage(FILE *f)
             "  --chunk-kib LIST  split each piece into reads of this many KiB; 0 = one read per piece\n"
             "                    (default 0,1024,4096)\n"
             "  --fixed MODE      io_uring registered buffers: off, on or both (default both)\n"
-            "  --backend B       uring, pread or all (default all; pread runs with chunk 0, no fixed buffers)\n"
+            "  --backend B       uring, pread, all or none (default all; pread runs with chunk 0 and no fixed\n"
+            "                    buffers; none only writes the --write-iolog file)\n"
             "  --drop-caches     echo 3 > /proc/sys/vm/drop_caches before each configuration (root)\n"
-            "  --seed S          request stream seed (default 1)\n");
+            "  --seed S          request stream seed (default 1)\n"
+            "  --write-iolog F   also write the request stream as a fio v2 iolog (for fio --read_iolog)\n");
 }
 
 static int parse_args(int argc, char **argv, options *o)
@@ -216,6 +244,7 @@ static int parse_args(int argc, char **argv, options *o)
         if (!strcmp(a, "-m")) o->model = v;
         else if (!strcmp(a, "--reads")) ok = (o->reads = atoi(v)) > 0;
         else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--write-iolog")) o->iolog = v;
         else if (!strcmp(a, "--qd")) ok = (o->n_qd = parse_int_list(v, o->qd, 16)) > 0;
         else if (!strcmp(a, "--chunk-kib")) {
             int tmp[8];
@@ -228,7 +257,7 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (!strcmp(a, "--backend")) {
             o->run_uring = !strcmp(v, "uring") || !strcmp(v, "all");
             o->run_pread = !strcmp(v, "pread") || !strcmp(v, "all");
-            ok = o->run_uring || o->run_pread;
+            ok = o->run_uring || o->run_pread || !strcmp(v, "none");
         } else {
             fprintf(stderr, "bench_expert_io: unknown flag %s (see --help)\n", a);
             return -1;
@@ -268,6 +297,11 @@ int main(int argc, char **argv)
     for (int p = 0; p < x0->npieces; p++) expert_bytes += x0->piece[p].length;
     printf("%s: %d expert reads of %llu bytes (%d straddle two shards), %.2f GB per configuration\n", o.model, o.reads,
            (unsigned long long)expert_bytes, straddlers, (double)expert_bytes * o.reads / 1e9);
+    if (o.iolog && write_iolog(ck, ids, o.reads, o.iolog) != 0) {
+        free(ids);
+        checkpoint_close(ck);
+        return 1;
+    }
     result res[128];
     int n = 0, rc = 0;
     for (int q = 0; q < o.n_qd && o.run_uring; q++)

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# io/ against fio on the same files: for each queue depth, fio (io_uring engine, O_DIRECT, random
-# 4 KiB-aligned offsets over the slice's shards, one expert-sized block per read) and then
-# bench_expert_io (the same number of expert reads, routing-shaped), each with a cold page cache,
-# and the ratio reader / fio. Target: >= 90%.
+# io/ against fio on the same files, for each queue depth, each run with a cold page cache:
+#   fio-random: fio's io_uring engine, O_DIRECT, random 4 KiB-aligned offsets over the slice's
+#               shards, one expert-sized block per read, as many reads as the reader does;
+#   fio-replay: fio (same engine) replaying the reader's own request stream (--read_iolog written
+#               by bench_expert_io --write-iolog): the same offsets and lengths. fio 3.33 leaves the
+#               last iodepth-1 reads of a replay out of its byte count (and, it seems, its time), so
+#               its figure is the steady state: a slightly generous peer;
+#   io/:        bench_expert_io through the io_uring backend (routing-shaped stream).
+# Ratio = io/ / fio. Target: >= 90%.
 #
 # The disk under a VM is noisy (+-15% run to run): each side runs REPEAT times, alternating, and
 # the medians are compared.
@@ -44,13 +49,21 @@ drop_caches() {
     fi
 }
 
-fio_gbps() { # qd -> GB/s
+fio_terse_gbps() { # terse v3: field 6 = KiB read, field 9 = read runtime in ms
+    awk -F';' '{ printf "%.4f\n", $6 * 1024 / ($9 / 1000) / 1e9 }'
+}
+
+fio_random_gbps() { # qd -> GB/s
     drop_caches
-    # terse v3: field 6 = KiB read, field 9 = read runtime in ms
     fio --name=experts --filename="$shards" --ioengine=io_uring --direct=1 --rw=randread \
         --bs="$bs" --blockalign=4k --iodepth="$1" --numjobs=1 --norandommap --randrepeat=0 \
-        --io_size=$((bs * reads)) --output-format=terse --terse-version=3 2>/dev/null |
-        awk -F';' '{ printf "%.4f\n", $6 * 1024 / ($9 / 1000) / 1e9 }'
+        --io_size=$((bs * reads)) --output-format=terse --terse-version=3 2>/dev/null | fio_terse_gbps
+}
+
+fio_replay_gbps() { # qd -> GB/s
+    drop_caches
+    fio --name=replay --read_iolog="$iolog" --ioengine=io_uring --direct=1 --iodepth="$1" --replay_no_stall=1 \
+        --output-format=terse --terse-version=3 2>/dev/null | fio_terse_gbps
 }
 
 reader_gbps() { # qd -> GB/s of bytes transferred (widened), the same measure as fio
@@ -61,17 +74,26 @@ reader_gbps() { # qd -> GB/s of bytes transferred (widened), the same measure as
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-printf "%-4s %-24s %-24s %12s %12s %8s\n" qd "fio runs GB/s" "io/ runs GB/s" "fio median" "io/ median" "ratio"
+iolog=$(mktemp /tmp/io_vs_fio.XXXXXX.iolog)
+trap 'rm -f "$iolog"' EXIT
+"$bench" -m "$slice" --backend none --reads "$reads" --write-iolog "$iolog" >/dev/null
+
+printf "%-3s %-22s %-22s %-22s %8s %8s %8s %7s %7s\n" qd "fio-random runs" "fio-replay runs" "io/ runs" \
+    "fio-rnd" "fio-rep" "io/" "/rnd" "/rep"
 IFS=, read -ra qd_list <<< "$qds"
 for qd in "${qd_list[@]}"; do
-    fs=() rs=()
+    fr=() fp=() rs=()
     for ((i = 0; i < repeat; i++)); do
-        fs+=("$(fio_gbps "$qd")")
+        fr+=("$(fio_random_gbps "$qd")")
+        fp+=("$(fio_replay_gbps "$qd")")
         rs+=("$(reader_gbps "$qd")")
     done
-    f=$(printf "%s\n" "${fs[@]}" | median)
+    a=$(printf "%s\n" "${fr[@]}" | median)
+    b=$(printf "%s\n" "${fp[@]}" | median)
     r=$(printf "%s\n" "${rs[@]}" | median)
-    awk -v qd="$qd" -v fl="$(printf "%.2f " "${fs[@]}")" -v rl="$(printf "%.2f " "${rs[@]}")" -v f="$f" -v r="$r" \
-        'BEGIN { printf "%-4s %-24s %-24s %12.3f %12.3f %7.1f%%\n", qd, fl, rl, f, r, 100 * r / f }'
+    printf "%-3s %-22s %-22s %-22s %8.3f %8.3f %8.3f %6.1f%% %6.1f%%\n" "$qd" "$(printf "%.2f " "${fr[@]}")" \
+        "$(printf "%.2f " "${fp[@]}")" "$(printf "%.2f " "${rs[@]}")" "$a" "$b" "$r" \
+        "$(awk -v r="$r" -v f="$a" 'BEGIN { print 100 * r / f }')" "$(awk -v r="$r" -v f="$b" 'BEGIN { print 100 * r / f }')"
 done
-echo "(block $bs bytes = one expert widened to 4 KiB; $reads reads per run; reader chunk ${chunk} KiB; O_DIRECT both)"
+echo "(GB/s, medians of $repeat alternating runs; block $bs bytes = one expert widened to 4 KiB; $reads reads per run;"
+echo " reader chunk ${chunk} KiB; O_DIRECT everywhere)"
