@@ -86,6 +86,15 @@ int belady_run(const int *keys, size_t n, int n_keys, int slots, cache_sim_resul
 
 /* ---------------------------------------------------------------- the live cache */
 
+/* The provider's contract (core/expert_provider.h), as this cache keeps it:
+ *  - one thread calls it (the forward pass); reads overlap with compute through the reader's queue;
+ *  - want(l, E) counts one request per distinct expert (a hit if it holds a slot, even one still
+ *    loading from a prefetch) and starts reads for the misses while slots and queue room last;
+ *  - acquire_any(l, list) prefers an expert of the list this layer has not acquired yet, so callers
+ *    may pass either the remaining experts or the whole list; it waits (counted as stall) only
+ *    when none of them is ready; -1 with error() on a failed read or when every slot is pinned;
+ *  - a slot is reused only after its read completed, with no pin, and not needed by the current
+ *    layer's unreleased experts; with fewer slots than the layer's union it cycles through them. */
 typedef struct expert_cache expert_cache;
 
 /* How the cache reads a slot. expert_cache_create wraps io/expert_io.h; tests pass their own. */
