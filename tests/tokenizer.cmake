@@ -16,7 +16,9 @@ add_test(NAME tokenizer_cases COMMAND test_tokenizer cases ${TOK_DATA}/r1 ${TOK_
 add_test(NAME tokenizer_cases_v3 COMMAND test_tokenizer cases ${TOK_DATA} ${TOK_DIR}/data/cases_v3.bin)
 add_test(NAME tokenizer_chat COMMAND test_tokenizer chat ${TOK_DATA}/r1 ${TOK_DIR}/data/chat)
 add_test(NAME tokenizer_fuzz COMMAND sh ${TOK_DIR}/fuzz.sh $<TARGET_FILE:test_tokenizer> ${TOK_DATA}/r1 ${CMAKE_CURRENT_BINARY_DIR})
-set_tests_properties(tokenizer_corpus tokenizer_cases tokenizer_cases_v3 tokenizer_chat tokenizer_fuzz
+# the same on a variant whose added tokens use lstrip/rstrip/single_word (derived by fetch.sh)
+add_test(NAME tokenizer_fuzz_flags COMMAND sh ${TOK_DIR}/fuzz.sh $<TARGET_FILE:test_tokenizer> ${TOK_DATA}/flags ${CMAKE_CURRENT_BINARY_DIR})
+set_tests_properties(tokenizer_corpus tokenizer_cases tokenizer_cases_v3 tokenizer_chat tokenizer_fuzz tokenizer_fuzz_flags
                      PROPERTIES FIXTURES_REQUIRED tokenizer_data)
 if(TARGET dsspec)
   add_test(NAME tokenizer_cli COMMAND sh ${TOK_DIR}/cli.sh $<TARGET_FILE:dsspec> ${TOK_DATA}/r1 ${TOK_DIR}/data)

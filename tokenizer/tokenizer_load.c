@@ -465,7 +465,10 @@ static int build_tries(tokenizer *tok, char *err, size_t errlen)
     for (size_t i = 0; i < tok->n_added; i++) need_word |= tok->added[i].single_word;
     if (!need_word) return 0;
     int code; PCRE2_SIZE at;
-    tok->word_re = pcre2_compile((PCRE2_SPTR) "\\w", PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code, &at, NULL);
+    /* the reference tests Rust regex's Unicode \w, which is wider than PCRE2's (letters, digits, _):
+     * Alphabetic + marks + decimal digits + connector punctuation + Join_Control */
+    static const char WORD_CHAR[] = "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]";
+    tok->word_re = pcre2_compile((PCRE2_SPTR)WORD_CHAR, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code, &at, NULL);
     tok->word_md = tok->word_re ? pcre2_match_data_create_from_pattern(tok->word_re, NULL) : NULL;
     if (!tok->word_md) { tok_err(err, errlen, "cannot compile the word-character regex"); return -1; }
     return 0;

