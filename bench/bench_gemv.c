@@ -30,7 +30,7 @@ static const bench_shape r1_shapes[] = {
 typedef struct {
     int threads, nb, include_scalar, shape_only, skip_lm_head;
     double seconds;
-    size_t arena_bytes;
+    size_t read_bytes, weights_bytes;
     int path_only;  /* -1: every available path */
 } bench_options;
 
@@ -49,9 +49,10 @@ static void usage(FILE *f)
             "  --scalar        also run the scalar path when no --path is given (slow)\n"
             "  --threads N     thread count of the multi-thread runs (default 2)\n"
             "  --nb N          x rows per matvec, 1..4 (default 1; 2 is a speculative-decoding verify)\n"
-            "  --seconds S     time per measurement, split in 0.1 s slices (default 1.0)\n"
-            "  --arena-mib M   buffer for the read-bandwidth test and weight copies (default 1024;\n"
-            "                  grown to fit the largest matrix; keep it well above the LLC)\n"
+            "  --seconds S     time per line and thread count (default 1.0; at least 40 slices)\n"
+            "  --read-mib M    buffer of the read-bandwidth test (default 512; keep it above the LLC)\n"
+            "  --weights-mib M buffer filled with copies of each matrix (default 1024, grown to fit\n"
+            "                  the largest one; keep it above the LLC so weights come from DRAM)\n"
             "  --shape I       only shape I (0..%d), in the order printed\n"
             "  --no-lm-head    skip the 1.8 GB BF16 lm_head shape\n"
             "  --help          this text\n",
@@ -72,7 +73,8 @@ static int parse_int(const char *flag, const char *v, int lo, int hi, int *out)
 
 static int parse_options(int argc, char **argv, bench_options *o)
 {
-    *o = (bench_options){ .threads = 2, .nb = 1, .seconds = 1.0, .arena_bytes = (size_t)1024 << 20,
+    *o = (bench_options){ .threads = 2, .nb = 1, .seconds = 1.0, .read_bytes = (size_t)512 << 20,
+                          .weights_bytes = (size_t)1024 << 20,
                           .path_only = -1, .shape_only = -1 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -95,7 +97,8 @@ static int parse_options(int argc, char **argv, bench_options *o)
         } else if (!strcmp(a, "--threads")) { if (parse_int(a, v, 1, 1024, &o->threads)) return -1; i++; }
         else if (!strcmp(a, "--nb")) { if (parse_int(a, v, 1, 4, &o->nb)) return -1; i++; }
         else if (!strcmp(a, "--shape")) { if (parse_int(a, v, 0, N_SHAPES - 1, &o->shape_only)) return -1; i++; }
-        else if (!strcmp(a, "--arena-mib")) { if (parse_int(a, v, 64, 1 << 20, &n)) return -1; o->arena_bytes = (size_t)n << 20; i++; }
+        else if (!strcmp(a, "--read-mib")) { if (parse_int(a, v, 32, 1 << 20, &n)) return -1; o->read_bytes = (size_t)n << 20; i++; }
+        else if (!strcmp(a, "--weights-mib")) { if (parse_int(a, v, 1, 1 << 20, &n)) return -1; o->weights_bytes = (size_t)n << 20; i++; }
         else if (!strcmp(a, "--seconds")) {
             char *end;
             o->seconds = v ? strtod(v, &end) : 0;
@@ -114,41 +117,49 @@ static int parse_options(int argc, char **argv, bench_options *o)
 
 /* ---- read bandwidth ---- */
 
+#define READ_WINDOW_ITEMS 32
+#define READ_ITEM_BYTES ((size_t)1 << 20)
+
+/* Software prefetch distances tried by the read test: a single thread's demand loads plus the
+ * hardware prefetcher do not saturate DRAM, so the limit is the best of these. */
+static const size_t read_prefetch_bytes[] = { 0, 1024, 2048, 4096, 8192, 16384 };
+#define N_READ_VARIANTS (int)(sizeof read_prefetch_bytes / sizeof read_prefetch_bytes[0])
+
 typedef struct {
     const uint64_t *words;
-    size_t words_per_item;
-    uint64_t sums[256];
+    size_t prefetch_words;
+    uint64_t sums[READ_WINDOW_ITEMS];
 } read_job;
 
-/* Four independent sums: the loop is bound by loads, not by an add chain. */
+/* Four independent sums over each 64-byte line: bound by loads, not by an add chain. */
 static void read_item(void *arg, int i)
 {
     read_job *job = arg;
-    const uint64_t *p = job->words + (size_t)i * job->words_per_item;
+    const uint64_t *p = job->words + (size_t)i * (READ_ITEM_BYTES / 8);
     uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (size_t k = 0; k < job->words_per_item; k += 4) {
-        s0 += p[k];
-        s1 += p[k + 1];
-        s2 += p[k + 2];
-        s3 += p[k + 3];
+    for (size_t k = 0; k < READ_ITEM_BYTES / 8; k += 8) {
+        if (job->prefetch_words) __builtin_prefetch(p + k + job->prefetch_words);
+        s0 += p[k] + p[k + 4];
+        s1 += p[k + 1] + p[k + 5];
+        s2 += p[k + 2] + p[k + 6];
+        s3 += p[k + 3] + p[k + 7];
     }
     job->sums[i] = s0 + s1 + s2 + s3;
 }
 
-static double read_bandwidth(thread_pool *pool, const void *buf, size_t bytes, double seconds)
+/* One timed slice: the next 32 MiB window of the read buffer, cycling through it. */
+static double read_slice(thread_pool *pool, const unsigned char *buf, size_t bytes, size_t *offset, int variant)
 {
-    read_job job = { buf, bytes / 8 / 256, { 0 } };
-    job.words_per_item &= ~(size_t)3;
-    thread_pool_for(pool, 256, read_item, &job);  /* warm-up pass */
-    double t0 = now_s(), t;
-    long passes = 0;
-    do {
-        thread_pool_for(pool, 256, read_item, &job);
-        passes++;
-    } while ((t = now_s()) - t0 < seconds);
+    size_t window = READ_WINDOW_ITEMS * READ_ITEM_BYTES;
+    if (*offset + window > bytes) *offset = 0;
+    read_job job = { (const uint64_t *)(buf + *offset), read_prefetch_bytes[variant] / 8, { 0 } };
+    double t0 = now_s();
+    thread_pool_for(pool, READ_WINDOW_ITEMS, read_item, &job);
+    double t = now_s() - t0;
+    *offset += window;
     volatile uint64_t sink = job.sums[0];
     (void)sink;
-    return (double)passes * 256 * job.words_per_item * 8 / (t - t0) / 1e9;
+    return (double)window / t / 1e9;
 }
 
 /* ---- gemv ---- */
@@ -188,70 +199,69 @@ static size_t matrix_bytes(const bench_shape *s)
     return (size_t)s->rows * s->cols * (s->dtype == DTYPE_F8_E4M3 ? 1 : 2);
 }
 
-/* GB/s of weight bytes (plus scales) consumed, cycling over the copies laid out in the arena. */
-static double gemv_bandwidth(thread_pool *pool, const matrix *proto, unsigned char *arena, int copies,
-                             const float *x, int nb, float *y, double seconds)
+/* Other processes share this machine's cores and memory bus: the read test and the GEMV alternate
+ * in short slices (one 32 MiB read window, one matvec) and each keeps its best slice, so both see
+ * the same conditions and interference, which only ever slows a slice down, drops out of the ratio.
+ * Reads and weights live in separate buffers, each larger than the LLC, and cycle through them. */
+typedef struct { double gemv, read; } paired_rate;
+
+typedef struct {
+    thread_pool *pool;
+    const unsigned char *read_buf;
+    size_t read_bytes;
+    unsigned char *weights;  /* copies of the matrix, back to back */
+    int copies, nb;
+    const float *x;
+    float *y;
+} bench_run;
+
+static paired_rate measure_paired(const bench_run *run, const matrix *proto, double seconds)
 {
     size_t wbytes = (size_t)proto->rows * proto->cols * (proto->dtype == DTYPE_F8_E4M3 ? 1 : 2);
     size_t sbytes = proto->scale ? sizeof(float) * (size_t)((proto->rows + 127) / 128) * ((proto->cols + 127) / 128) : 0;
     matrix m = *proto;
-    double t0 = now_s(), t;
-    long calls = 0;
-    do {
-        m.data = arena + (size_t)(calls % copies) * wbytes;
-        matvec(pool, &m, x, nb, y);
-        calls++;
-    } while ((t = now_s()) - t0 < seconds);
-    return (double)calls * (double)(wbytes + sbytes) / (t - t0) / 1e9;
-}
-
-/* Other processes share this machine's memory bus and cores: the read test and the GEMV alternate
- * in short slices and each keeps its best slice, so both see the same conditions and interference
- * (which only ever slows a slice down) drops out of the ratio. */
-typedef struct { double gemv, read; } paired_rate;
-
-static paired_rate measure_paired(thread_pool *pool, const matrix *proto, unsigned char *arena, int copies,
-                                  size_t arena_bytes, const float *x, int nb, float *y, double seconds)
-{
-    const double slice = 0.1;
-    int rounds = (int)(seconds / (2 * slice));
-    if (rounds < 3) rounds = 3;
-    paired_rate best = { 0, 0 };
-    for (int c = 0; c < copies; c++) {  /* warm-up: page tables, pool threads */
-        matrix m = *proto;
-        m.data = arena + (size_t)c * ((size_t)proto->rows * proto->cols * (proto->dtype == DTYPE_F8_E4M3 ? 1 : 2));
-        matvec(pool, &m, x, nb, y);
+    for (int c = 0; c < run->copies; c++) {  /* warm-up: page tables, pool threads */
+        m.data = run->weights + (size_t)c * wbytes;
+        matvec(run->pool, &m, run->x, run->nb, run->y);
     }
-    for (int r = 0; r < rounds; r++) {
-        double rd = read_bandwidth(pool, arena, arena_bytes, slice);
-        double g = gemv_bandwidth(pool, proto, arena, copies, x, nb, y, slice);
+    paired_rate best = { 0, 0 };
+    size_t read_offset = 0;
+    double start = now_s();
+    for (long round = 0; round < 40 || now_s() - start < seconds; round++) {
+        double rd = read_slice(run->pool, run->read_buf, run->read_bytes, &read_offset, (int)(round % N_READ_VARIANTS));
+        m.data = run->weights + (size_t)(round % run->copies) * wbytes;
+        double t0 = now_s();
+        matvec(run->pool, &m, run->x, run->nb, run->y);
+        double g = (double)(wbytes + sbytes) / (now_s() - t0) / 1e9;
         if (rd > best.read) best.read = rd;
         if (g > best.gemv) best.gemv = g;
     }
     return best;
 }
 
-static void bench_shape_on_paths(const bench_options *o, const bench_shape *s, unsigned char *arena,
-                                 thread_pool *pool1, thread_pool *pooln)
+static void bench_shape_on_paths(const bench_options *o, const bench_shape *s, unsigned char *weights,
+                                 const unsigned char *read_buf, thread_pool *pool1, thread_pool *pooln)
 {
     size_t wbytes = matrix_bytes(s);
-    int copies = (int)(o->arena_bytes / wbytes);
+    int copies = (int)(o->weights_bytes / wbytes);
     if (copies < 1) copies = 1;
-    fill_weights(arena, wbytes * copies, s->dtype);
+    fill_weights(weights, wbytes * copies, s->dtype);
     int gr = (s->rows + 127) / 128, gc = (s->cols + 127) / 128;
     float *scale = malloc(sizeof(float) * (size_t)gr * gc);
     float *x = malloc(sizeof(float) * (size_t)s->cols * o->nb);
     float *y = malloc(sizeof(float) * (size_t)s->rows * o->nb);
     for (int i = 0; i < gr * gc; i++) scale[i] = 1.0f / (1 + i % 7);
     for (int i = 0; i < s->cols * o->nb; i++) x[i] = (float)((int)(rng_next() % 2001) - 1000) / 1000.0f;
-    matrix proto = { s->dtype, s->rows, s->cols, arena, s->dtype == DTYPE_F8_E4M3 ? scale : NULL };
-    size_t arena_bytes = wbytes * copies > o->arena_bytes ? wbytes * copies : o->arena_bytes;
+    matrix proto = { s->dtype, s->rows, s->cols, weights, s->dtype == DTYPE_F8_E4M3 ? scale : NULL };
+    bench_run run1 = { pool1, read_buf, o->read_bytes, weights, copies, o->nb, x, y };
+    bench_run runn = run1;
+    runn.pool = pooln;
     for (int p = CPU_PATH_SCALAR; p <= CPU_PATH_AVX512; p++) {
         if (o->path_only >= 0 ? p != o->path_only : (!cpu_path_available((cpu_path)p) || (p == CPU_PATH_SCALAR && !o->include_scalar)))
             continue;
         kernels_init((cpu_path)p);
-        paired_rate one = measure_paired(pool1, &proto, arena, copies, arena_bytes, x, o->nb, y, o->seconds);
-        paired_rate all = measure_paired(pooln, &proto, arena, copies, arena_bytes, x, o->nb, y, o->seconds);
+        paired_rate one = measure_paired(&run1, &proto, o->seconds);
+        paired_rate all = measure_paired(&runn, &proto, o->seconds);
         printf("%-28s %-7s 1T %6.2f GB/s (read %6.2f) %5.1f%% | %dT %6.2f GB/s (read %6.2f) %5.1f%%\n", s->name,
                cpu_path_name((cpu_path)p), one.gemv, one.read, 100 * one.gemv / one.read, o->threads, all.gemv,
                all.read, 100 * all.gemv / all.read);
@@ -262,30 +272,44 @@ static void bench_shape_on_paths(const bench_options *o, const bench_shape *s, u
     free(y);
 }
 
+static int shape_selected(const bench_options *o, int i)
+{
+    return (o->shape_only < 0 || i == o->shape_only) && !(o->skip_lm_head && r1_shapes[i].dtype == DTYPE_BF16);
+}
+
+static unsigned char *alloc_touched(size_t bytes, const char *what)
+{
+    unsigned char *p = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+    if (!p) {
+        fprintf(stderr, "bench_gemv: cannot allocate %zu MiB for the %s\n", bytes >> 20, what);
+        return NULL;
+    }
+    memset(p, 1, bytes);  /* fault every page in before timing */
+    return p;
+}
+
 int main(int argc, char **argv)
 {
     bench_options o;
     if (parse_options(argc, argv, &o)) return 2;
-    size_t need = o.arena_bytes;
-    for (int i = 0; i < N_SHAPES; i++) {
-        if ((o.shape_only >= 0 && i != o.shape_only) || (o.skip_lm_head && r1_shapes[i].dtype == DTYPE_BF16)) continue;
-        if (matrix_bytes(&r1_shapes[i]) > need) need = matrix_bytes(&r1_shapes[i]);
-    }
-    unsigned char *arena = aligned_alloc(4096, (need + 4095) / 4096 * 4096);
-    if (!arena) {
-        fprintf(stderr, "bench_gemv: cannot allocate %zu MiB (lower --arena-mib or use --no-lm-head)\n", need >> 20);
+    size_t need = o.weights_bytes;
+    for (int i = 0; i < N_SHAPES; i++)
+        if (shape_selected(&o, i) && matrix_bytes(&r1_shapes[i]) > need) need = matrix_bytes(&r1_shapes[i]);
+    unsigned char *read_buf = alloc_touched(o.read_bytes, "read buffer (--read-mib)");
+    unsigned char *weights = read_buf ? alloc_touched(need, "weight copies (--weights-mib, --no-lm-head)") : NULL;
+    if (!weights) {
+        free(read_buf);
         return 1;
     }
-    memset(arena, 1, need);  /* fault every page in before timing */
     thread_pool *pool1 = thread_pool_create(1), *pooln = thread_pool_create(o.threads);
-    printf("GB/s of weight bytes per matvec (nb = %d) vs a sequential read of a %zu MiB buffer, same threads;\n"
-           "best of alternating 0.1 s slices of each\n", o.nb, o.arena_bytes >> 20);
-    for (int i = 0; i < N_SHAPES; i++) {
-        if ((o.shape_only >= 0 && i != o.shape_only) || (o.skip_lm_head && r1_shapes[i].dtype == DTYPE_BF16)) continue;
-        bench_shape_on_paths(&o, &r1_shapes[i], arena, pool1, pooln);
-    }
+    printf("GB/s of weight bytes per matvec (nb = %d), and of a sequential sum over a %zu MiB buffer on the same\n"
+           "threads (best of prefetch distances 0..16 KiB); best slice of each, alternated for %.1f s per line\n",
+           o.nb, o.read_bytes >> 20, o.seconds);
+    for (int i = 0; i < N_SHAPES; i++)
+        if (shape_selected(&o, i)) bench_shape_on_paths(&o, &r1_shapes[i], weights, read_buf, pool1, pooln);
     thread_pool_free(pool1);
     thread_pool_free(pooln);
-    free(arena);
+    free(weights);
+    free(read_buf);
     return 0;
 }
