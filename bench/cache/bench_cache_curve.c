@@ -23,8 +23,10 @@ static void curve(const char *name, const char *path, int lfu_halve_every)
     double per_token = (double)t->n / t->n_tokens;
     printf("\n== %s: %d tokens, %d MoE layers x %d experts = %d keys, %.0f requests/token\n", name,
            t->n_tokens, t->n_layers, t->n_experts, keys, per_token);
+    /* bytes only mean something for an R1-shaped trace (58 layers x 256 experts, top-8) */
+    int r1_shaped = t->n_layers == 58 && t->n_experts == 256 && per_token > 463 && per_token < 465;
     printf("%7s %7s | %7s %7s %7s %7s | %6s %6s %6s | %s\n", "slots", "%keys", "lru", "lfu", "arc", "opt",
-           "lru/o", "lfu/o", "arc/o", "R1 GiB/token missed (lfu, opt)");
+           "lru/o", "lfu/o", "arc/o", r1_shaped ? "missed GiB/token at 44.05 MB/expert (lfu, opt)" : "missed experts/token (lfu, opt)");
     /* fractions of the key space; 1.28% is R1's ~190 slots of 14,848 experts */
     double fracs[] = {0.005, 0.0128, 0.025, 0.05, 0.10, 0.25, 0.50};
     cache_policy_kind kinds[] = {CACHE_POLICY_LRU, CACHE_POLICY_LFU, CACHE_POLICY_ARC, CACHE_POLICY_OPT};
@@ -41,7 +43,8 @@ static void curve(const char *name, const char *path, int lfu_halve_every)
         printf("%7d %6.2f%% | %6.2f%% %6.2f%% %6.2f%% %6.2f%% | %6.2f %6.2f %6.2f | %.2f, %.2f\n", slots,
                100.0 * slots / keys, 100 * rate[0], 100 * rate[1], 100 * rate[2], 100 * rate[3],
                rate[3] > 0 ? rate[0] / rate[3] : 0, rate[3] > 0 ? rate[1] / rate[3] : 0, rate[3] > 0 ? rate[2] / rate[3] : 0,
-               miss_per_token[1] * R1_EXPERT_BYTES / (1 << 30), miss_per_token[3] * R1_EXPERT_BYTES / (1 << 30));
+               miss_per_token[1] * (r1_shaped ? R1_EXPERT_BYTES / (1 << 30) : 1),
+               miss_per_token[3] * (r1_shaped ? R1_EXPERT_BYTES / (1 << 30) : 1));
     }
     cache_trace_free(t);
 }
