@@ -59,6 +59,22 @@ INLINE __m512 load_w_masked(dtype_t dt, const void *row, int c, __mmask16 m)
     return _mm512_maskz_loadu_ps(m, (const float *)row + c);
 }
 
+/* Up to 16 columns from c of NR rows and NB x rows into accumulator half par. */
+INLINE void tail_chunk(dtype_t dt, int NR, int NB, const void *const *wrow, int c, int n, const float *x, int ldx,
+                       __m512 acc[2][KERNEL_BATCH_GROUP][2], int par)
+{
+    __mmask16 m = (__mmask16)((1u << (n < 16 ? n : 16)) - 1);
+    __m512 wt[2];
+#pragma GCC unroll 2
+    for (int i = 0; i < NR; i++) wt[i] = load_w_masked(dt, wrow[i], c, m);
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; b++) {
+        __m512 xt = _mm512_maskz_loadu_ps(m, x + (size_t)b * ldx + c);
+#pragma GCC unroll 2
+        for (int i = 0; i < NR; i++) acc[i][b][par] = _mm512_fmadd_ps(wt[i], xt, acc[i][b][par]);
+    }
+}
+
 /* Dot products of NR (1..2) weight rows with NB (1..4) x rows. Per (row, x) the sum runs over
  * 128-column blocks; inside a block, even 16-column chunks go to one accumulator and odd ones to
  * another, the block sum (times its scale) goes into a running vector, reduced at the end. */
@@ -102,20 +118,10 @@ INLINE void dot_rows(dtype_t dt, int NR, int NB, const void *const *wrow, const 
                 }
             }
         }
-        for (; k < cb; k += 16) {  /* block tail: at most one full and one partial chunk */
-            int n = cb - k < 16 ? cb - k : 16;
-            __mmask16 m = (__mmask16)((1u << n) - 1);
-            int par = (k >> 4) & 1;
-            __m512 wt[2];
-#pragma GCC unroll 2
-            for (int i = 0; i < NR; i++) wt[i] = load_w_masked(dt, wrow[i], c0 + k, m);
-#pragma GCC unroll 4
-            for (int b = 0; b < NB; b++) {
-                __m512 xt = _mm512_maskz_loadu_ps(m, x + (size_t)b * ldx + c0 + k);
-#pragma GCC unroll 2
-                for (int i = 0; i < NR; i++) acc[i][b][par] = _mm512_fmadd_ps(wt[i], xt, acc[i][b][par]);
-            }
-        }
+        /* Block tail, under 32 columns: its first 16 go to the even accumulator, the rest to the
+         * odd one (constant indices keep the accumulators in registers). */
+        if (k < cb) tail_chunk(dt, NR, NB, wrow, c0 + k, cb - k, x, ldx, acc, 0);
+        if (k + 16 < cb) tail_chunk(dt, NR, NB, wrow, c0 + k + 16, cb - k - 16, x, ldx, acc, 1);
 #pragma GCC unroll 2
         for (int i = 0; i < NR; i++) {
             __m512 s = _mm512_set1_ps(dt == DTYPE_F8_E4M3 ? srow[i][c0 / KERNEL_BLOCK] * FP8_FP16_RESCALE : 1.0f);
