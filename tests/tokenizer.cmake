@@ -24,3 +24,9 @@ if(TARGET dsspec)
   add_test(NAME tokenizer_cli COMMAND sh ${TOK_DIR}/cli.sh $<TARGET_FILE:dsspec> ${TOK_DATA}/r1 ${TOK_DIR}/data)
   set_tests_properties(tokenizer_cli PROPERTIES FIXTURES_REQUIRED tokenizer_data)
 endif()
+
+# tokenizer/unicode_delta.c (categories newer than PCRE2's tables) regenerated from the reference
+add_executable(pcre2_categories ${TOK_DIR}/unicode/pcre2_categories.c)
+target_link_libraries(pcre2_categories PRIVATE PkgConfig::PCRE2)
+add_test(NAME tokenizer_unicode_delta COMMAND sh ${TOK_DIR}/unicode/check_delta.sh $<TARGET_FILE:pcre2_categories> ${CMAKE_CURRENT_BINARY_DIR})
+set_tests_properties(tokenizer_unicode_delta PROPERTIES FIXTURES_REQUIRED tokenizer_data)

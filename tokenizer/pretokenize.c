@@ -1,5 +1,6 @@
 /* Splitting before BPE: first the added tokens (longest match, with their lstrip/rstrip/
  * single_word flags), then the pre-tokenizer's regex Splits, as the reference does them. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "tokenizer/tokenizer_internal.h"
@@ -183,11 +184,72 @@ int added_split(tokenizer *tok, const char *text, uint32_t len)
 
 struct split_match { uint32_t start, end; int is_match; };
 
+/* Appends the extra ranges of category cat as class items: \x{A}-\x{B}... */
+static int append_extra_ranges(byte_buf *out, char cat)
+{
+    for (size_t i = 0; i < unicode_extra_count; i++) {
+        if (unicode_extra_ranges[i].cat != cat) continue;
+        char item[40];
+        int n = snprintf(item, sizeof item, "\\x{%X}-\\x{%X}", unicode_extra_ranges[i].lo, unicode_extra_ranges[i].hi);
+        if (byte_buf_append(out, item, (size_t)n)) return -1;
+    }
+    return 0;
+}
+
+/* PCRE2 10.42 knows Unicode 14; the reference knows Unicode 16. Each \p{X} for X in L M N P S
+ * gets the code points the newer tables add: inside a class the ranges are appended, outside it
+ * becomes [\p{X}ranges]. Other escapes are copied as they are. */
+char *widen_unicode_classes(const char *pat, size_t len, size_t *out_len)
+{
+    byte_buf out = {0};
+    int in_class = 0, fail = byte_buf_append(&out, "", 0);
+    for (size_t i = 0; i < len && !fail;) {
+        char c = pat[i];
+        if (c == '\\' && i + 4 < len && pat[i + 1] == 'p' && pat[i + 2] == '{' && pat[i + 4] == '}' &&
+            strchr("LMNPS", pat[i + 3])) {
+            if (!in_class) fail |= byte_buf_append(&out, "[", 1);
+            fail |= byte_buf_append(&out, pat + i, 5) || append_extra_ranges(&out, pat[i + 3]);
+            if (!in_class) fail |= byte_buf_append(&out, "]", 1);
+            i += 5;
+        } else if (c == '\\') {
+            size_t n = i + 1 < len ? 2 : 1;
+            fail = byte_buf_append(&out, pat + i, n);
+            i += n;
+        } else if (!in_class && c == '[') {
+            /* a ']' right after '[' or '[^' is a literal member */
+            size_t n = 1 + (i + 1 < len && pat[i + 1] == '^');
+            if (i + n < len && pat[i + n] == ']') n++;
+            fail = byte_buf_append(&out, pat + i, n);
+            in_class = 1;
+            i += n;
+        } else if (in_class && c == '[' && i + 1 < len && pat[i + 1] == ':') {
+            const char *end = strstr(pat + i, ":]"); /* POSIX class [:name:] */
+            size_t n = end ? (size_t)(end - (pat + i)) + 2 : len - i;
+            fail = byte_buf_append(&out, pat + i, n);
+            i += n;
+        } else {
+            if (in_class && c == ']') in_class = 0;
+            fail = byte_buf_append(&out, pat + i, 1);
+            i++;
+        }
+    }
+    if (fail) { free(out.data); return NULL; }
+    *out_len = out.len;
+    return out.data;
+}
+
 int compile_split(split_rule *r, const char *pattern, size_t plen, int literal, char *err, size_t errlen)
 {
     int code; PCRE2_SIZE at;
     uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP); /* LITERAL refuses UCP */
-    r->re = pcre2_compile((PCRE2_SPTR)pattern, plen, opts, &code, &at, NULL);
+    size_t wlen = plen;
+    char *widened = literal || memmem(pattern, plen, "\\Q", 2) ? NULL : widen_unicode_classes(pattern, plen, &wlen);
+    r->re = pcre2_compile((PCRE2_SPTR)(widened ? widened : pattern), wlen, opts, &code, &at, NULL);
+    free(widened);
+    if (!r->re && widened) { /* report the error against the pattern as written in the file */
+        pcre2_code *plain = pcre2_compile((PCRE2_SPTR)pattern, plen, opts, &code, &at, NULL);
+        pcre2_code_free(plain);
+    }
     if (!r->re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);

@@ -103,6 +103,13 @@ void trie_free(added_trie *t);
 int compile_split(split_rule *r, const char *pattern, size_t plen, int literal, char *err, size_t errlen);
 void split_rule_free(split_rule *r);
 
+/* unicode_delta.c (generated): categories newer than PCRE2's Unicode tables */
+typedef struct { char cat; uint32_t lo, hi; } unicode_range;
+extern const unicode_range unicode_extra_ranges[];
+extern const size_t unicode_extra_count;
+/* pattern with each \p{L|M|N|P|S} widened by those ranges (malloc'd), NULL on oom */
+char *widen_unicode_classes(const char *pat, size_t len, size_t *out_len);
+
 /* utf8.c */
 size_t utf8_valid_prefix(const uint8_t *s, size_t n, int *truncated, size_t *bad_len);
 int utf8_lossy(const char *s, size_t n, char **out, size_t *out_len); /* 0 valid (no copy), 1 repaired, -1 oom */

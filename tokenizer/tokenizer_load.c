@@ -467,8 +467,11 @@ static int build_tries(tokenizer *tok, char *err, size_t errlen)
     int code; PCRE2_SIZE at;
     /* the reference tests Rust regex's Unicode \w, which is wider than PCRE2's (letters, digits, _):
      * Alphabetic + marks + decimal digits + connector punctuation + Join_Control */
-    static const char WORD_CHAR[] = "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]";
-    tok->word_re = pcre2_compile((PCRE2_SPTR)WORD_CHAR, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code, &at, NULL);
+    static const char WORD_CHAR[] = "[\\p{Alphabetic}\\p{L}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]";
+    size_t len = 0;
+    char *widened = widen_unicode_classes(WORD_CHAR, sizeof WORD_CHAR - 1, &len); /* newer letters, marks */
+    tok->word_re = widened ? pcre2_compile((PCRE2_SPTR)widened, len, PCRE2_UTF | PCRE2_UCP, &code, &at, NULL) : NULL;
+    free(widened);
     tok->word_md = tok->word_re ? pcre2_match_data_create_from_pattern(tok->word_re, NULL) : NULL;
     if (!tok->word_md) { tok_err(err, errlen, "cannot compile the word-character regex"); return -1; }
     return 0;

@@ -33,6 +33,12 @@ function rng(seed) { // xorshift32
 }
 const range = (lo, hi) => (r) => String.fromCodePoint(lo + Math.floor(r() * (hi - lo + 1)));
 const pick = (list) => (r) => list[Math.floor(r() * list.length)];
+// any scalar value of planes 0-3 and 14, assigned or not (catches Unicode-version differences)
+const anyCodePoint = (r) => {
+  let cp;
+  do { cp = Math.floor(r() * 0x40000); } while (cp >= 0xd800 && cp <= 0xdfff);
+  return String.fromCodePoint(r() < 0.05 ? 0xe0000 + (cp & 0xfff) : cp);
+};
 const SPECIAL = ['<｜begin▁of▁sentence｜>', '<｜end▁of▁sentence｜>', '<｜User｜>', '<｜Assistant｜>', '<think>',
   '</think>', '<｜tool▁calls▁begin｜>', '<｜tool▁sep｜>', '<｜▁pad▁｜>', '<｜fim▁hole｜>', '<｜User', '<think', '｜>', '<｜'];
 const EMOJI = ['😀', '👍🏽', '👨‍👩‍👧‍👦', '🏳️‍🌈', '🇫🇷', '🇯🇵', '❤️', '🧑🏿‍💻', '✌🏻', '👩‍❤️‍💋‍👨', '🙂', '🎉', '⭐', '🫠'];
@@ -49,6 +55,7 @@ const POOLS = [
   [1, range(0x0300, 0x036f)], [1, range(0xff01, 0xff5e)], [1, range(0x2200, 0x22ff)], [1, range(0x2460, 0x24ff)],
   [1, range(0x3000, 0x303f)], [1, range(0x0660, 0x0669)], [1, range(0xff10, 0xff19)], [1, range(0x2150, 0x218b)],
   [2, pick(EMOJI)], [1, range(0x1f300, 0x1f5ff)], [1, range(0x1d400, 0x1d4ff)], [2, pick(SPECIAL)],
+  [2, anyCodePoint], [1, range(0x1fa70, 0x1faff)], [1, range(0x31350, 0x323af)], [1, range(0x13460, 0x143ff)],
 ];
 const POOL_TOTAL = POOLS.reduce((s, [w]) => s + w, 0);
 function randomPiece(r) {
