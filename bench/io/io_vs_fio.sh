@@ -12,13 +12,14 @@
 # The disk under a VM is noisy (+-15% run to run): each side runs REPEAT times, alternating, and
 # the medians are compared.
 #
-# usage: bench/io/io_vs_fio.sh SLICE_DIR [BUILD_DIR] [QD_LIST] [READS] [CHUNK_KIB] [REPEAT]
+# usage: bench/io/io_vs_fio.sh SLICE_DIR [BUILD_DIR] [QD_LIST] [READS] [CHUNK_KIB] [REPEAT] [FIXED]
 #   SLICE_DIR  an R1-shaped checkpoint (build/bench/make_r1_slice --out SLICE_DIR)
 #   BUILD_DIR  the cmake build directory holding bench/bench_expert_io (default ./build)
 #   QD_LIST    comma-separated queue depths (default 1,2,4,8)
 #   READS      expert reads per run (default 96, ~4.2 GB)
 #   CHUNK_KIB  the reader's chunk size (default 0: one read per piece)
 #   REPEAT     runs per side and queue depth (default 3)
+#   FIXED      off|on: the reader registers its slots as io_uring fixed buffers (default off)
 # needs: fio (apt-get install fio); root for drop_caches (without it, says so and goes on: both
 # sides use O_DIRECT, so the page cache is not read either way).
 set -euo pipefail
@@ -29,6 +30,7 @@ qds=${3:-1,2,4,8}
 reads=${4:-96}
 chunk=${5:-0}
 repeat=${6:-3}
+fixed=${7:-off}
 bench="$build/bench/bench_expert_io"
 
 command -v fio >/dev/null || { echo "io_vs_fio.sh: fio not found (apt-get install fio)" >&2; exit 2; }
@@ -68,7 +70,7 @@ fio_replay_gbps() { # qd -> GB/s
 
 reader_gbps() { # qd -> GB/s of bytes transferred (widened), the same measure as fio
     drop_caches
-    "$bench" -m "$slice" --backend uring --qd "$1" --chunk-kib "$chunk" --fixed off --reads "$reads" |
+    "$bench" -m "$slice" --backend uring --qd "$1" --chunk-kib "$chunk" --fixed "$fixed" --reads "$reads" |
         awk '/^RESULT/ { for (i = 1; i <= NF; i++) if ($i ~ /^wire_gbps=/) { sub("wire_gbps=", "", $i); print $i } }'
 }
 
@@ -96,4 +98,4 @@ for qd in "${qd_list[@]}"; do
         "$(awk -v r="$r" -v f="$a" 'BEGIN { print 100 * r / f }')" "$(awk -v r="$r" -v f="$b" 'BEGIN { print 100 * r / f }')"
 done
 echo "(GB/s, medians of $repeat alternating runs; block $bs bytes = one expert widened to 4 KiB; $reads reads per run;"
-echo " reader chunk ${chunk} KiB; O_DIRECT everywhere)"
+echo " reader chunk ${chunk} KiB, fixed buffers ${fixed}; O_DIRECT everywhere)"
