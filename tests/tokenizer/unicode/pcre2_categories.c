@@ -31,5 +31,7 @@ int main(void)
         }
         putchar(c);
     }
+    pcre2_match_data_free(md);
+    for (int i = 0; i < 6; i++) pcre2_code_free(re[i]);
     return 0;
 }
