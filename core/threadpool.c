@@ -1,31 +1,38 @@
 /* Fixed worker threads and one parallel-for at a time. A forward pass calls thread_pool_for a few
  * hundred times per token, microseconds apart: workers spin for a short while after each job so the
- * next one starts without a wake-up, then sleep on a condition variable so an idle pool costs no CPU. */
+ * next one starts without a wake-up, then sleep on a condition variable so an idle pool costs no CPU.
+ *
+ * Work is claimed from one 64-bit word, generation << 32 | next index, by compare-and-swap: a worker
+ * that wakes up late finds a newer generation and claims nothing, so the caller only waits for the
+ * items that were actually claimed, never for a worker the OS has not scheduled yet (on a busy
+ * machine the caller may simply run every item itself). */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include "core/threadpool.h"
 
-/* How long an idle worker polls before sleeping, and how long the caller polls for stragglers
- * before yielding its core (on a 2-core machine the straggler may need that core). */
+/* How long an idle worker polls before sleeping, and how long the caller polls for claimed items
+ * before yielding its core (on a small machine the thread running them may need that core). */
 #define POOL_SPIN_NS 50000L
 
 struct thread_pool {
-    int n_threads;            /* including the caller */
-    pthread_t *workers;       /* n_threads - 1 */
+    int n_threads;                /* including the caller */
+    pthread_t *workers;           /* n_threads - 1 */
     pthread_mutex_t lock;
     pthread_cond_t wake;
-    atomic_uint generation;   /* bumped (under lock) to publish a job or the stop request */
+    atomic_uint generation;       /* the current job's number; bumped to publish a job or stop */
+    atomic_int sleepers;          /* workers blocked (or about to block) on wake */
     atomic_int stop;
-    /* The current job: written before the generation bump, read after seeing it. */
+    _Atomic uint64_t work;        /* generation << 32 | next unclaimed index */
+    atomic_int n_items;           /* read by late workers racing a new job: atomic, checked by the CAS */
+    atomic_int items_done;
+    /* Read only after claiming an item of the current generation, so never while being rewritten. */
     void (*fn)(void *arg, int i);
     void *arg;
-    int n_items;
-    atomic_int next_item;
-    atomic_int workers_done;  /* workers finished with the current generation */
 };
 
 static inline void cpu_relax(void)
@@ -42,12 +49,19 @@ static long now_ns(void)
     return ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
-static void run_items(thread_pool *p)
+/* Claims and runs items of generation g until none is left; returns at once for a stale g. */
+static void run_items(thread_pool *p, unsigned g)
 {
+    uint64_t v = atomic_load_explicit(&p->work, memory_order_acquire);
     for (;;) {
-        int i = atomic_fetch_add_explicit(&p->next_item, 1, memory_order_relaxed);
-        if (i >= p->n_items) return;
+        if ((unsigned)(v >> 32) != g) return;
+        int i = (int)(uint32_t)v;
+        if (i >= atomic_load_explicit(&p->n_items, memory_order_relaxed)) return;
+        if (!atomic_compare_exchange_weak_explicit(&p->work, &v, v + 1, memory_order_acq_rel, memory_order_acquire))
+            continue;  /* v now holds the current word */
         p->fn(p->arg, i);
+        atomic_fetch_add_explicit(&p->items_done, 1, memory_order_release);
+        v = atomic_load_explicit(&p->work, memory_order_acquire);
     }
 }
 
@@ -60,10 +74,13 @@ static unsigned wait_for_generation(thread_pool *p, unsigned seen)
         if ((spins & 63) == 63 && now_ns() > deadline) break;
         cpu_relax();
     }
+    /* sleepers is raised before generation is re-read, and the caller bumps generation before it
+     * reads sleepers (both seq_cst): one of the two always sees the other, so no wake-up is lost. */
     pthread_mutex_lock(&p->lock);
+    atomic_fetch_add(&p->sleepers, 1);
     unsigned g;
-    while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen)
-        pthread_cond_wait(&p->wake, &p->lock);
+    while ((g = atomic_load(&p->generation)) == seen) pthread_cond_wait(&p->wake, &p->lock);
+    atomic_fetch_sub(&p->sleepers, 1);
     pthread_mutex_unlock(&p->lock);
     return g;
 }
@@ -75,17 +92,19 @@ static void *worker_main(void *arg)
     for (;;) {
         seen = wait_for_generation(p, seen);
         if (atomic_load_explicit(&p->stop, memory_order_acquire)) return NULL;
-        run_items(p);
-        atomic_fetch_add_explicit(&p->workers_done, 1, memory_order_release);
+        run_items(p, seen);
     }
 }
 
-static void publish(thread_pool *p)
+/* Makes generation g visible and wakes the sleeping workers, if any. */
+static void publish(thread_pool *p, unsigned g)
 {
-    pthread_mutex_lock(&p->lock);
-    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->lock);
+    atomic_store(&p->generation, g);
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->lock);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->lock);
+    }
 }
 
 thread_pool *thread_pool_create(int n_threads)
@@ -100,9 +119,11 @@ thread_pool *thread_pool_create(int n_threads)
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
     atomic_init(&p->generation, 0);
+    atomic_init(&p->sleepers, 0);
     atomic_init(&p->stop, 0);
-    atomic_init(&p->next_item, 0);
-    atomic_init(&p->workers_done, 0);
+    atomic_init(&p->work, 0);
+    atomic_init(&p->n_items, 0);
+    atomic_init(&p->items_done, 0);
     p->workers = calloc((size_t)n_threads, sizeof *p->workers);
     if (!p->workers) {
         thread_pool_free(p);
@@ -123,8 +144,8 @@ void thread_pool_free(thread_pool *p)
 {
     if (!p) return;
     if (p->workers) {
-        atomic_store_explicit(&p->stop, 1, memory_order_release);
-        publish(p);
+        atomic_store(&p->stop, 1);
+        publish(p, atomic_load(&p->generation) + 1);
         for (int t = 0; t < p->n_threads - 1; t++) pthread_join(p->workers[t], NULL);
     }
     pthread_cond_destroy(&p->wake);
@@ -142,16 +163,16 @@ void thread_pool_for(thread_pool *p, int n, void (*fn)(void *arg, int i), void *
         for (int i = 0; i < n; i++) fn(arg, i);
         return;
     }
+    unsigned g = atomic_load_explicit(&p->generation, memory_order_relaxed) + 1;
     p->fn = fn;
     p->arg = arg;
-    p->n_items = n;
-    atomic_store_explicit(&p->next_item, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->workers_done, 0, memory_order_relaxed);
-    publish(p);
-    run_items(p);
-    /* Every worker must check in before the job's fields may be reused by the next call. */
+    atomic_store_explicit(&p->n_items, n, memory_order_relaxed);
+    atomic_store_explicit(&p->items_done, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->work, (uint64_t)g << 32, memory_order_release);
+    publish(p, g);
+    run_items(p, g);
     long deadline = now_ns() + POOL_SPIN_NS;
-    for (int spins = 0; atomic_load_explicit(&p->workers_done, memory_order_acquire) < p->n_threads - 1; spins++) {
+    for (int spins = 0; atomic_load_explicit(&p->items_done, memory_order_acquire) < n; spins++) {
         if ((spins & 63) == 63 && now_ns() > deadline) sched_yield();
         else cpu_relax();
     }
