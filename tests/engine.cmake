@@ -14,10 +14,15 @@ add_test(NAME engine_router COMMAND test_router)
 
 add_executable(test_speculate ${CMAKE_SOURCE_DIR}/tests/engine/test_speculate.c)
 target_link_libraries(test_speculate PRIVATE engine_test_util dsspec_speculate dsspec_core)
-add_test(NAME engine_speculate COMMAND test_speculate
+add_test(NAME engine_speculate COMMAND test_speculate ${CMAKE_SOURCE_DIR}/models/dsspec-tiny
          ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_r1 ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_b)
 
 add_executable(test_cli ${CMAKE_SOURCE_DIR}/tests/engine/test_cli.c)
 target_link_libraries(test_cli PRIVATE engine_test_util)
 add_test(NAME engine_cli COMMAND test_cli $<TARGET_FILE:dsspec>
          ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_r1 ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_b)
+
+add_executable(test_embedded ${CMAKE_SOURCE_DIR}/tests/engine/test_embedded.c)
+target_link_libraries(test_embedded PRIVATE engine_test_util dsspec_core)
+add_test(NAME engine_embedded_model COMMAND test_embedded ${CMAKE_SOURCE_DIR}/models/dsspec-tiny
+         ${CMAKE_SOURCE_DIR}/tools/embedded/heldout_ids.json ${CMAKE_SOURCE_DIR}/tools/embedded)
