@@ -255,6 +255,54 @@ static void test_matvec_accuracy(void)
     free_matrix(&t);
 }
 
+/* Every non-NaN FP8 byte through the matvec kernels of the current path: row i holds byte i alone
+ * in column i % 19 of a 19-column row (a partial SIMD chunk), block scale 1 (rows < 128) or 2^-3,
+ * x all ones, so y[i] must be the exact decoded value times the scale. */
+static void test_fp8_bytes_in_kernels(void)
+{
+    int rows = 256, cols = 19;
+    uint8_t *q = calloc((size_t)rows * cols, 1);
+    float scale[2] = { 1.0f, 0.125f };
+    float x[19], y[256], row[19];
+    for (int c = 0; c < cols; c++) x[c] = 1.0f;
+    for (int b = 0; b < rows; b++) q[b * cols + b % cols] = (uint8_t)b;
+    q[0x7F * cols + 0x7F % cols] = 0;  /* NaN bytes: the SIMD paths decode them as +-480 (documented) */
+    q[0xFF * cols + 0xFF % cols] = 0;
+    matrix m = { DTYPE_F8_E4M3, rows, cols, q, scale };
+    matvec_range(&m, 0, rows, x, cols, 1, y, rows);
+    for (int b = 0; b < rows; b++) {
+        double want = (b & 0x7F) == 0x7F ? 0.0 : fp8_reference((uint8_t)b) * scale[b / 128];
+        CHECK((double)y[b] == want, "%s: fp8 byte 0x%02X through matvec gives %a, want %a", cpu_path_name(kernels_path()), b, y[b], want);
+        matrix_row_to_float(&m, b, row);
+        CHECK((double)row[b % cols] == want, "fp8 byte 0x%02X through matrix_row_to_float", b);
+    }
+    /* The transposed product with a one-hot x picks single rows too. */
+    float xt[256] = { 0 }, yt[19];
+    for (int b = 0; b < rows; b += 37) {
+        xt[b] = 1.0f;
+        matvec_t_range(&m, 0, rows, xt, rows, 1, yt, cols);
+        double want = (b & 0x7F) == 0x7F ? 0.0 : fp8_reference((uint8_t)b) * scale[b / 128];
+        CHECK((double)yt[b % cols] == want, "fp8 byte 0x%02X through matvec_t_range", b);
+        xt[b] = 0.0f;
+    }
+    free(q);
+}
+
+/* Every finite BF16 pattern through the kernels: a one-column matrix times 1. */
+static void test_bf16_patterns_in_kernels(void)
+{
+    int rows = 65536;
+    uint16_t *h = malloc(sizeof(uint16_t) * rows);
+    float *y = malloc(sizeof(float) * rows), one = 1.0f;
+    for (int i = 0; i < rows; i++) h[i] = ((i >> 7) & 0xFF) == 0xFF ? 0 : (uint16_t)i;  /* inf/NaN out */
+    matrix m = { DTYPE_BF16, rows, 1, h, NULL };
+    matvec_range(&m, 0, rows, &one, 1, 1, y, rows);
+    for (int i = 0; i < rows; i++)
+        CHECK(y[i] == float_of_bits((uint32_t)h[i] << 16), "%s: bf16 %04X through matvec", cpu_path_name(kernels_path()), h[i]);
+    free(h);
+    free(y);
+}
+
 /* Batch, row-range and thread-count invariance: bit-identical outputs. */
 static void test_invariance(void)
 {
@@ -334,6 +382,8 @@ int main(void)
         }
         CHECK(kernels_init((cpu_path)p) == (cpu_path)p, "kernels_init(%s) chose another path", cpu_path_name((cpu_path)p));
         int before = failures;
+        test_fp8_bytes_in_kernels();
+        test_bf16_patterns_in_kernels();
         test_matvec_accuracy();
         test_invariance();
         printf("path %s: %s\n", cpu_path_name((cpu_path)p), failures == before ? "ok" : "FAILED");
