@@ -409,7 +409,11 @@ int run_once(const run_options *opts, int quiet_output, run_result *res)
 
     if (o.telemetry_path && !(s.telemetry = open_output("--telemetry", o.telemetry_path, "a", err, sizeof err))) goto done;
     if (o.trace_out && !(s.trace = open_output("--trace-out", o.trace_out, "w", err, sizeof err))) goto done;
-    if (tok && !quiet_output && !o.print_ids) s.stream = tokenizer_stream_create(tok, 1);
+    if (tok && !quiet_output && !o.print_ids) {
+        s.stream = tokenizer_stream_create(tok, 1);
+        /* A plain -p prompt is echoed so the continuation reads in context (chat prompts are not). */
+        if (o.prompt_text && !o.chat_wrap && !o.messages_file) { fputs(o.prompt_text, stdout); fflush(stdout); }
+    }
     if (!(smp = sampler_create(c->vocab_size, o.temperature, o.top_p, o.seed))) { snprintf(err, sizeof err, "out of memory"); goto done; }
     s.tok = tok;
     s.cache = cache;

@@ -19,7 +19,7 @@ add_test(NAME engine_speculate COMMAND test_speculate ${CMAKE_SOURCE_DIR}/models
 
 add_executable(test_cli ${CMAKE_SOURCE_DIR}/tests/engine/test_cli.c)
 target_link_libraries(test_cli PRIVATE engine_test_util)
-add_test(NAME engine_cli COMMAND test_cli $<TARGET_FILE:dsspec>
+add_test(NAME engine_cli COMMAND test_cli $<TARGET_FILE:dsspec> ${CMAKE_SOURCE_DIR}/models/dsspec-tiny
          ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_r1 ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_b)
 
 add_executable(test_embedded ${CMAKE_SOURCE_DIR}/tests/engine/test_embedded.c)

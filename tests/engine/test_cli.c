@@ -173,13 +173,13 @@ static void check_bad_flags(const char *dir)
 /* Peak RSS (measured by the kernel for the child) stays under the budget the user gave. */
 static void check_budget(const char *dir)
 {
-    const char *budgets[] = {"24M", "40M"};
+    const char *budgets[] = {"30M", "36M"};
     for (int i = 0; i < 2; i++) {
         char report[] = "/tmp/dsspec_report_XXXXXX";
         int fd = mkstemp(report);
         close(fd);
         proc_result r;
-        run_dsspec(&r, "run", "-m", dir, "--ids", "0,5,9,200,31", "-n", "40", "--temp", "0", "--print-ids", "--mem-budget",
+        run_dsspec(&r, "run", "-m", dir, "-p", "def fibonacci(n):", "-n", "40", "--temp", "0", "--print-ids", "--mem-budget",
                    budgets[i], "--report", report, "--cache-policy", "lfu", "--ctx", "256", NULL);
         CHECK(r.status == 0, "run under --mem-budget %s failed: %s", budgets[i], r.err);
         long budget_kb = atol(budgets[i]) * 1024;
@@ -187,7 +187,9 @@ static void check_budget(const char *dir)
         char *text = test_read_file(report, NULL);
         cJSON *j = text ? cJSON_Parse(text) : NULL;
         cJSON *plan = j ? cJSON_GetObjectItem(j, "plan") : NULL;
-        CHECK(plan && cJSON_GetObjectItem(plan, "slots")->valueint >= 1, "report has no plan");
+        CHECK(plan && cJSON_GetObjectItem(plan, "slots")->valueint >= 1 &&
+              cJSON_GetObjectItem(plan, "slots")->valueint < cJSON_GetObjectItem(plan, "total_experts")->valueint,
+              "the budget must force a partial expert cache");
         CHECK(j && cJSON_GetObjectItem(j, "generated")->valueint == 40, "report: generated");
         printf("--mem-budget %s: peak RSS %.1f MiB (kernel's ru_maxrss), %d expert slots\n", budgets[i], r.max_rss_kb / 1024.0,
                plan ? cJSON_GetObjectItem(plan, "slots")->valueint : -1);
@@ -235,10 +237,11 @@ static void check_interrupt(const char *dir)
 
 int main(int argc, char **argv)
 {
-    if (argc < 3) { fprintf(stderr, "usage: test_cli DSSPEC FIXTURE...\n"); return 2; }
+    if (argc < 4) { fprintf(stderr, "usage: test_cli DSSPEC EMBEDDED_MODEL FIXTURE...\n"); return 2; }
     dsspec_bin = argv[1];
     CHECK(access(dsspec_bin, X_OK) == 0, "%s is not built", dsspec_bin);
-    for (int i = 2; i < argc && !test_failures; i++) {
+    check_budget(argv[2]);
+    for (int i = 3; i < argc && !test_failures; i++) {
         char cfg[2048];
         snprintf(cfg, sizeof cfg, "%s/config.json", argv[i]);
         char *text = test_read_file(cfg, NULL);
@@ -250,7 +253,7 @@ int main(int argc, char **argv)
         if (ref_fixture_load(argv[i], vocab, topk, &f)) { CHECK(0, "%s: no reference", argv[i]); continue; }
         check_eval(argv[i], &f, vocab);
         check_run_ids(argv[i], &f);
-        if (i == 2) { check_bad_flags(argv[i]); check_budget(argv[i]); check_interrupt(argv[i]); }
+        if (i == 3) { check_bad_flags(argv[i]); check_interrupt(argv[i]); }
         ref_fixture_free(&f);
     }
     printf("%s\n", test_failures ? "FAILED" : "cli: all checks passed");
