@@ -27,10 +27,10 @@ fi
 node "$ROOT/tests/tokenizer/derive_r1.js" "$DEST" "$ROOT/tests/tokenizer/data/r1_chat_template.jinja" \
     || die "deriving the R1 tokenizer failed"
 
+installed_version() { node -p "require('$ROOT/node_modules/$1/package.json').version" 2>/dev/null || true; }
 need_install=0
-for p in tokenizers @huggingface/jinja; do
-    [ -f "$ROOT/node_modules/$p/package.json" ] || need_install=1
-done
+[ "$(installed_version tokenizers)" = 0.23.2 ] || need_install=1
+[ "$(installed_version @huggingface/jinja)" = 0.5.11 ] || need_install=1
 if [ $need_install = 1 ]; then
     (cd "$ROOT" && npm install --no-save --no-audit --no-fund --silent tokenizers@0.23.2 @huggingface/jinja@0.5.11) \
         || die "npm install tokenizers@0.23.2 @huggingface/jinja@0.5.11 failed"
