@@ -8,6 +8,7 @@ bin=$1 model=$2 out=$3
 seed=${4:-$(date +%s)} count=${5:-2000}
 here=$(cd "$(dirname "$0")" && pwd)
 echo "tokenizer fuzz: seed $seed, $count strings (replay: sh $0 $bin $model $out $seed $count)"
-node "$here/ref.js" fuzz "$model/tokenizer.json" "$out/tokenizer_fuzz_$seed.bin" "$seed" "$count"
-"$bin" cases "$model" "$out/tokenizer_fuzz_$seed.bin"
-rm -f "$out/tokenizer_fuzz_$seed.bin"
+cases=$(mktemp "$out/tokenizer_fuzz.XXXXXX")  # tests may run in parallel
+trap 'rm -f "$cases"' EXIT
+node "$here/ref.js" fuzz "$model/tokenizer.json" "$cases" "$seed" "$count"
+"$bin" cases "$model" "$cases"
