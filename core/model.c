@@ -356,54 +356,66 @@ void model_bf16_matvec(model *m, const void *data, int rows, int cols, const flo
  * builds them with RMSNorm's default and transformers hard-codes the same. */
 #define LATENT_NORM_EPS 1e-6
 
+/* Per-head work of one row: fold kv_b's k_nope block of head h into its query (q_lat = W_kb^T
+ * q_nope), or apply kv_b's v block to the head's attention-weighted latent. */
 typedef struct {
-    const model *m;
     const layer_weights *lw;
-    const kv_cache *kv;
-    int kv_layer;
-    const float *q;      /* [nb][heads][nope + rope], rope part already rotated */
-    const int *pos;
-    float *out;          /* [nb][heads][v] */
-    float *scratch;      /* per item: q_lat[kv_lora] | o_lat[kv_lora] | scores[max_pos + 1] */
-    size_t scratch_per_item;
-} attention_job;
+    int nope, rope, v, R, qk;
+    const float *q;          /* [heads][qk] of this row, rope part rotated */
+    float *q_lat, *q_rope;   /* [heads][R], [heads][rope] */
+    const matrix *latent;    /* this layer's cached latents, rows 0..n */
+    const float *probs;      /* [heads][n] */
+    int n;
+    float *o_lat, *out;      /* [heads][R], [heads][v] */
+} head_job;
 
-/* One (row, head): fold kv_b's k_nope block into the query so scores are taken against the cached
- * latent directly, then apply kv_b's v block to the attention-weighted latent. */
-static void attention_head(void *arg, int item)
+static void absorb_query(void *arg, int h)
 {
-    const attention_job *j = arg;
-    const model_config *c = &j->m->cfg;
-    int heads = c->num_attention_heads, nope = c->qk_nope_head_dim, rope = c->qk_rope_head_dim;
-    int v = c->v_head_dim, R = c->kv_lora_rank;
-    int b = item / heads, h = item % heads;
-    const float *q = j->q + ((size_t)b * heads + h) * (nope + rope);
-    float *q_lat = j->scratch + (size_t)item * j->scratch_per_item, *o_lat = q_lat + R, *scores = o_lat + R;
-    int kv_row0 = h * (nope + v);
+    const head_job *j = arg;
+    int row0 = h * (j->nope + j->v);
+    matvec_t_range(&j->lw->kv_b, row0, row0 + j->nope, j->q + (size_t)h * j->qk, j->nope, 1, j->q_lat + (size_t)h * j->R, j->R);
+    memcpy(j->q_rope + (size_t)h * j->rope, j->q + (size_t)h * j->qk + j->nope, j->rope * sizeof(float));
+}
 
-    matvec_t_range(&j->lw->kv_b, kv_row0, kv_row0 + nope, q, nope, 1, q_lat, R);
+static void head_output(void *arg, int h)
+{
+    const head_job *j = arg;
+    int row0 = h * (j->nope + j->v);
+    float *o_lat = j->o_lat + (size_t)h * j->R;
+    matvec_t_range(j->latent, 0, j->n, j->probs + (size_t)h * j->n, j->n, 1, o_lat, j->R);
+    matvec_range(&j->lw->kv_b, row0 + j->nope, row0 + j->nope + j->v, o_lat, j->R, 1, j->out + (size_t)h * j->v, j->v);
+}
 
-    const float *lat = j->kv->latent + (size_t)j->kv_layer * j->kv->ctx * R;
-    const float *kr = j->kv->krope + (size_t)j->kv_layer * j->kv->ctx * rope;
-    int n = j->pos[b] + 1;
-    float maxs = -INFINITY;
-    for (int t = 0; t < n; t++) {
-        float s = 0;
-        for (int i = 0; i < R; i++) s += q_lat[i] * lat[(size_t)t * R + i];
-        for (int i = 0; i < rope; i++) s += q[nope + i] * kr[(size_t)t * rope + i];
-        scores[t] = s * (float)j->m->attn_scale;
-        if (scores[t] > maxs) maxs = scores[t];
+/* One row's attention over positions 0..pos: every head reads the same cached latents, so the
+ * scores of all heads are one matrix product over the cache (read once), not one pass per head. */
+static void attention_row(model *m, const layer_weights *lw, const kv_cache *kv, int kv_layer, const float *q, int pos,
+                          float *scratch, float *out)
+{
+    const model_config *c = &m->cfg;
+    int heads = c->num_attention_heads, nope = c->qk_nope_head_dim, rope = c->qk_rope_head_dim, R = c->kv_lora_rank;
+    int n = pos + 1;
+    float *q_lat = scratch, *q_rope = q_lat + (size_t)heads * R, *o_lat = q_rope + (size_t)heads * rope;
+    float *scores = o_lat + (size_t)heads * R, *rope_scores = scores + (size_t)heads * n;
+    matrix latent = {DTYPE_F32, n, R, kv->latent + (size_t)kv_layer * kv->ctx * R, NULL};
+    matrix krope = {DTYPE_F32, n, rope, kv->krope + (size_t)kv_layer * kv->ctx * rope, NULL};
+    head_job j = {lw, nope, rope, c->v_head_dim, R, nope + rope, q, q_lat, q_rope, &latent, scores, n, o_lat, out};
+
+    thread_pool_for(m->pool, heads, absorb_query, &j);
+    matvec(m->pool, &latent, q_lat, heads, scores);
+    matvec(m->pool, &krope, q_rope, heads, rope_scores);
+    float scale = (float)m->attn_scale;
+    for (int h = 0; h < heads; h++) {
+        float *s = scores + (size_t)h * n, *sr = rope_scores + (size_t)h * n, mx = -INFINITY;
+        for (int t = 0; t < n; t++) {
+            s[t] = (s[t] + sr[t]) * scale;
+            if (s[t] > mx) mx = s[t];
+        }
+        double sum = 0;
+        for (int t = 0; t < n; t++) { s[t] = expf(s[t] - mx); sum += s[t]; }
+        float inv = (float)(1.0 / sum);
+        for (int t = 0; t < n; t++) s[t] *= inv;
     }
-    double sum = 0;
-    for (int t = 0; t < n; t++) { scores[t] = expf(scores[t] - maxs); sum += scores[t]; }
-    float inv = (float)(1.0 / sum);
-    for (int i = 0; i < R; i++) o_lat[i] = 0;
-    for (int t = 0; t < n; t++) {
-        float p = scores[t] * inv;
-        for (int i = 0; i < R; i++) o_lat[i] += p * lat[(size_t)t * R + i];
-    }
-    matvec_range(&j->lw->kv_b, kv_row0 + nope, kv_row0 + nope + v, o_lat, R, 1,
-                 j->out + ((size_t)b * heads + h) * v, v);
+    thread_pool_for(m->pool, heads, head_output, &j);
 }
 
 /* xn: [nb][H] normalized input; out: [nb][H] attention output (before the residual add). */
@@ -423,8 +435,7 @@ static int attention(model *m, int layer, kv_cache *kv, const float *xn, const i
     float *q = malloc((size_t)nb * heads * qk * sizeof(float));
     float *ckv = malloc((size_t)nb * (R + rope) * sizeof(float));
     float *heads_out = malloc((size_t)nb * heads * c->v_head_dim * sizeof(float));
-    size_t per_item = (size_t)2 * R + max_pos + 1;
-    float *scratch = malloc((size_t)nb * heads * per_item * sizeof(float));
+    float *scratch = malloc((size_t)heads * (2 * R + rope + 2 * (max_pos + 1)) * sizeof(float));
     int rc = -1;
     if (!qa || !q || !ckv || !heads_out || !scratch) { snprintf(err, errlen, "out of memory in attention"); goto done; }
 
@@ -441,8 +452,8 @@ static int attention(model *m, int layer, kv_cache *kv, const float *xn, const i
         memcpy(kr, row + R, rope * sizeof(float));
         rope_apply(&m->rope, kr, pos[b]);
     }
-    attention_job job = {m, lw, kv, kv_layer, q, pos, heads_out, scratch, per_item};
-    thread_pool_for(m->pool, nb * heads, attention_head, &job);
+    for (int b = 0; b < nb; b++)
+        attention_row(m, lw, kv, kv_layer, q + (size_t)b * heads * qk, pos[b], scratch, heads_out + (size_t)b * heads * c->v_head_dim);
     matvec(m->pool, &lw->o, heads_out, nb, out);
     rc = 0;
 done:
