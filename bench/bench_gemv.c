@@ -49,7 +49,7 @@ static void usage(FILE *f)
             "  --scalar        also run the scalar path when no --path is given (slow)\n"
             "  --threads N     thread count of the multi-thread runs (default 2)\n"
             "  --nb N          x rows per matvec, 1..4 (default 1; 2 is a speculative-decoding verify)\n"
-            "  --seconds S     time per line and thread count (default 1.0; at least 40 slices)\n"
+            "  --seconds S     time per line and thread count (default 1.0; at least 45 slices)\n"
             "  --read-mib M    buffer of the read-bandwidth test (default 512; keep it above the LLC)\n"
             "  --weights-mib M buffer filled with copies of each matrix (default 1024, grown to fit\n"
             "                  the largest one; keep it above the LLC so weights come from DRAM)\n"
@@ -120,29 +120,37 @@ static int parse_options(int argc, char **argv, bench_options *o)
 #define READ_WINDOW_ITEMS 32
 #define READ_ITEM_BYTES ((size_t)1 << 20)
 
-/* Software prefetch distances tried by the read test: a single thread's demand loads plus the
- * hardware prefetcher do not saturate DRAM, so the limit is the best of these. */
-static const size_t read_prefetch_bytes[] = { 0, 1024, 2048, 4096, 8192, 16384 };
-#define N_READ_VARIANTS (int)(sizeof read_prefetch_bytes / sizeof read_prefetch_bytes[0])
+/* The read test's variants: a single thread's demand loads plus the hardware prefetcher do not
+ * saturate DRAM, so the limit is the best of 1, 2 or 4 interleaved streams with software prefetch
+ * 0, 2 or 4 KiB ahead (the kernels read two rows side by side and prefetch too). */
+static const int read_streams[] = { 1, 2, 4 };
+static const size_t read_prefetch_bytes[] = { 0, 2048, 4096 };
+#define N_READ_VARIANTS 9
 
 typedef struct {
     const uint64_t *words;
+    int streams;
     size_t prefetch_words;
     uint64_t sums[READ_WINDOW_ITEMS];
 } read_job;
 
-/* Four independent sums over each 64-byte line: bound by loads, not by an add chain. */
+/* Sums one item as `streams` equal parts read side by side, four independent sums per 64-byte
+ * line: bound by loads, not by an add chain. */
 static void read_item(void *arg, int i)
 {
     read_job *job = arg;
-    const uint64_t *p = job->words + (size_t)i * (READ_ITEM_BYTES / 8);
+    size_t per = READ_ITEM_BYTES / 8 / (size_t)job->streams;
+    const uint64_t *base = job->words + (size_t)i * (READ_ITEM_BYTES / 8);
     uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (size_t k = 0; k < READ_ITEM_BYTES / 8; k += 8) {
-        if (job->prefetch_words) __builtin_prefetch(p + k + job->prefetch_words);
-        s0 += p[k] + p[k + 4];
-        s1 += p[k + 1] + p[k + 5];
-        s2 += p[k + 2] + p[k + 6];
-        s3 += p[k + 3] + p[k + 7];
+    for (size_t k = 0; k < per; k += 8) {
+        for (int j = 0; j < job->streams; j++) {
+            const uint64_t *q = base + (size_t)j * per + k;
+            if (job->prefetch_words) __builtin_prefetch(q + job->prefetch_words);
+            s0 += q[0] + q[4];
+            s1 += q[1] + q[5];
+            s2 += q[2] + q[6];
+            s3 += q[3] + q[7];
+        }
     }
     job->sums[i] = s0 + s1 + s2 + s3;
 }
@@ -152,7 +160,7 @@ static double read_slice(thread_pool *pool, const unsigned char *buf, size_t byt
 {
     size_t window = READ_WINDOW_ITEMS * READ_ITEM_BYTES;
     if (*offset + window > bytes) *offset = 0;
-    read_job job = { (const uint64_t *)(buf + *offset), read_prefetch_bytes[variant] / 8, { 0 } };
+    read_job job = { (const uint64_t *)(buf + *offset), read_streams[variant / 3], read_prefetch_bytes[variant % 3] / 8, { 0 } };
     double t0 = now_s();
     thread_pool_for(pool, READ_WINDOW_ITEMS, read_item, &job);
     double t = now_s() - t0;
@@ -227,7 +235,7 @@ static paired_rate measure_paired(const bench_run *run, const matrix *proto, dou
     paired_rate best = { 0, 0 };
     size_t read_offset = 0;
     double start = now_s();
-    for (long round = 0; round < 40 || now_s() - start < seconds; round++) {
+    for (long round = 0; round < 45 || now_s() - start < seconds; round++) {
         double rd = read_slice(run->pool, run->read_buf, run->read_bytes, &read_offset, (int)(round % N_READ_VARIANTS));
         m.data = run->weights + (size_t)(round % run->copies) * wbytes;
         double t0 = now_s();
@@ -303,7 +311,7 @@ int main(int argc, char **argv)
     }
     thread_pool *pool1 = thread_pool_create(1), *pooln = thread_pool_create(o.threads);
     printf("GB/s of weight bytes per matvec (nb = %d), and of a sequential sum over a %zu MiB buffer on the same\n"
-           "threads (best of prefetch distances 0..16 KiB); best slice of each, alternated for %.1f s per line\n",
+           "threads (best of 1/2/4 streams x prefetch 0/2/4 KiB); best slice of each, alternated for %.1f s per line\n",
            o.nb, o.read_bytes >> 20, o.seconds);
     for (int i = 0; i < N_SHAPES; i++)
         if (shape_selected(&o, i)) bench_shape_on_paths(&o, &r1_shapes[i], weights, read_buf, pool1, pooln);
