@@ -48,6 +48,7 @@ int trie_build(tokenizer *tok, added_trie *t, int normalized)
         if (!!a->normalized != !!normalized || !a->len) continue;
         const uint8_t *s = (const uint8_t *)tok->strings.data + a->off;
         int32_t node = 0;
+        t->starts[s[0]] = 1;
         for (uint32_t k = 0; k < a->len; k++) {
             int32_t c = trie_child(t, node, s[k]);
             if (c < 0) {
@@ -144,8 +145,9 @@ static int split_by_trie(tokenizer *tok, const added_trie *t, const char *text, 
 {
     uint32_t pos = lo, emitted = lo;
     while (pos < hi) {
+        if (!t->starts[(uint8_t)text[pos]]) { pos++; continue; }
         uint32_t len = 0;
-        int32_t which = t->n > 1 ? trie_longest(t, (const uint8_t *)text + pos, hi - pos, &len) : -1;
+        int32_t which = trie_longest(t, (const uint8_t *)text + pos, hi - pos, &len);
         if (which < 0) { pos++; continue; }
         const added_token *a = &tok->added[which];
         uint32_t start = pos, stop = pos + len;

@@ -66,7 +66,7 @@ typedef struct {
 } added_token;
 /* byte trie of added-token contents; node 0 is the root */
 typedef struct { int32_t token, child, sibling; uint8_t byte; } trie_node;
-typedef struct { trie_node *nodes; size_t n, cap; } added_trie;
+typedef struct { trie_node *nodes; size_t n, cap; uint8_t starts[256]; /* first bytes of tokens */ } added_trie;
 typedef struct { int32_t id; uint32_t start, end; } segment; /* id >= 0: added token, -1: text */
 typedef struct { segment *data; size_t len, cap; } seg_buf;
 
