@@ -5,6 +5,8 @@
  *   corpus MODEL CORPUS IDS     every CORPUS/NAME.txt encodes to IDS/NAME.u32 (reference ids) and
  *                               decodes back to itself, in one call and streamed
  *   cases MODEL FILE.bin        encode/decode records written by ref.js (reference outputs)
+ *   mutate DATA_DIR OUT_DIR N   N random corruptions of tiny/tokenizer.json: one-line error or a
+ *                               working tokenizer, never a crash (run under ASan in CI)
  *   chat MODEL CHAT_DIR         NAME.json renders to NAME.gen.txt / NAME.nogen.txt (@huggingface/jinja
  *                               on R1's template) and the rendering encodes to NAME.ids */
 #include <dirent.h>
@@ -245,6 +247,61 @@ static int mode_bad(const char *dir)
     return failures != 0;
 }
 
+/* ------------------------------------------------------------------ mutated files */
+
+/* Random corruptions of a valid tokenizer.json (byte changes, deletions, truncation): loading must
+ * either succeed or fail with one error line; whatever loads must encode and decode. Under ASan
+ * this is the no-crash, no-leak check for malformed input. */
+static int mode_mutate(const char *data, const char *out_dir, int rounds)
+{
+    char path[4096], out[4096];
+    snprintf(path, sizeof path, "%s/tiny/tokenizer.json", data);
+    snprintf(out, sizeof out, "%s/tokenizer_mutated.json", out_dir);
+    size_t len;
+    char *orig = read_file(path, &len);
+    if (!orig) { fprintf(stderr, "FAIL: cannot read %s\n", path); return 1; }
+    static const char alphabet[] = "{}[]\":,0123456789-truenulfasBPEp\\ \xC3\xBF";
+    uint32_t x = 2463534242u;
+    int loaded = 0;
+    for (int r = 0; r < rounds; r++) {
+        char *buf = malloc(len + 1);
+        memcpy(buf, orig, len + 1);
+        size_t n = len;
+        int edits = 1 + r % 4;
+        for (int e = 0; e < edits && n > 1; e++) {
+            x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+            size_t at = x % n;
+            switch ((x >> 24) % 3) {
+            case 0: buf[at] = alphabet[(x >> 8) % (sizeof alphabet - 1)]; break;
+            case 1: memmove(buf + at, buf + at + 1, n - at - 1); n--; break;
+            default: n = at + 1; break;
+            }
+        }
+        FILE *f = fopen(out, "wb");
+        fwrite(buf, 1, n, f);
+        fclose(f);
+        free(buf);
+        char err[512] = "";
+        tokenizer *tok = tokenizer_load(out, err, sizeof err);
+        if (!tok) {
+            CHECK(err[0] && !strchr(err, '\n'), "round %d: failure without one error line: \"%s\"", r, err);
+            continue;
+        }
+        loaded++;
+        int32_t *ids; size_t n_ids;
+        const char *text = "abc <X> [Y] a\xC3\xA9 \xFF!";
+        CHECK(tokenizer_encode(tok, text, strlen(text), 1, &ids, &n_ids) == 0, "round %d: encode failed", r);
+        char *back = tokenizer_decode(tok, ids, n_ids, 0, NULL);
+        CHECK(back != NULL, "round %d: decode failed", r);
+        free(back); free(ids);
+        tokenizer_free(tok);
+    }
+    remove(out);
+    free(orig);
+    printf("mutate: %d rounds, %d loaded, %d failures\n", rounds, loaded, failures);
+    return failures != 0;
+}
+
 /* ------------------------------------------------------------------ unit (hand-worked) */
 
 static void expect_encode(tokenizer *tok, const char *text, size_t len, const int32_t *want, size_t n_want)
@@ -419,6 +476,7 @@ int main(int argc, char **argv)
     if (argc >= 5 && !strcmp(argv[1], "corpus")) return mode_corpus(argv[2], argv[3], argv[4]);
     if (argc >= 4 && !strcmp(argv[1], "cases")) return mode_cases(argv[2], argv[3]);
     if (argc >= 4 && !strcmp(argv[1], "chat")) return mode_chat(argv[2], argv[3]);
-    fprintf(stderr, "usage: test_tokenizer unit DATA | bad DIR | corpus MODEL CORPUS IDS | cases MODEL FILE | chat MODEL DIR\n");
+    if (argc >= 5 && !strcmp(argv[1], "mutate")) return mode_mutate(argv[2], argv[3], atoi(argv[4]));
+    fprintf(stderr, "usage: test_tokenizer unit DATA | bad DIR | mutate DATA OUT N | corpus MODEL CORPUS IDS | cases MODEL FILE | chat MODEL DIR\n");
     return 2;
 }
