@@ -11,7 +11,7 @@ target_link_libraries(test_tokenizer PRIVATE dsspec_tokenizer)
 
 add_test(NAME tokenizer_unit COMMAND test_tokenizer unit ${TOK_DIR}/data)
 add_test(NAME tokenizer_bad_input COMMAND test_tokenizer bad ${TOK_DIR}/data/bad)
-add_test(NAME tokenizer_mutated_input COMMAND test_tokenizer mutate ${TOK_DIR}/data ${CMAKE_CURRENT_BINARY_DIR} 3000)
+add_test(NAME tokenizer_mutated_input COMMAND test_tokenizer mutate ${TOK_DIR}/data ${CMAKE_CURRENT_BINARY_DIR} 1500)
 add_test(NAME tokenizer_corpus COMMAND test_tokenizer corpus ${TOK_DATA}/r1 ${TOK_DIR}/corpus ${TOK_DIR}/data/corpus_ids)
 add_test(NAME tokenizer_cases COMMAND test_tokenizer cases ${TOK_DATA}/r1 ${TOK_DIR}/data/cases_r1.bin)
 add_test(NAME tokenizer_cases_v3 COMMAND test_tokenizer cases ${TOK_DATA} ${TOK_DIR}/data/cases_v3.bin)
