@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Prefill and decode tokens/s on the reference fixtures and the embedded model (MTP off and on,
+# all experts cached), then `dsspec ab` on the embedded model with a large cache (compute-bound)
+# and a small one (I/O-bound: a budget that leaves ~15% of the experts, cold O_DIRECT reads).
+#
+# usage: bench/decode/speed.sh [BUILD_DIR] [THREADS]     needs python3 for the table
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build}
+threads=${2:-1}
+dsspec="$build/dsspec"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+prompt_ids=$(python3 -c "print(','.join(str((i * 37 + 11) % 500) for i in range(64)))")
+
+for m in tests/fixtures/tiny_r1 tests/fixtures/tiny_b models/dsspec-tiny; do
+  for mtp in off on; do
+    "$dsspec" run -m "$m" --ids "0,$prompt_ids" -n 128 --temp 0 --print-ids --mtp "$mtp" -t "$threads" --ctx 512 \
+        --quiet --report "$out/$(basename $m)-$mtp.json" >/dev/null
+  done
+done
+python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+print(f"{'model':14} {'MTP':4} {'prefill tok/s':>13} {'decode tok/s':>12} {'tokens/pass':>11} {'acceptance':>10}")
+for m in ("tiny_r1", "tiny_b", "dsspec-tiny"):
+    for mtp in ("off", "on"):
+        r = json.load(open(f"{out}/{m}-{mtp}.json"))
+        print(f"{m:14} {mtp:4} {r['prefill_tokens_per_s']:13.1f} {r['decode_tokens_per_s']:12.1f} {r['tokens_per_main_pass']:11.3f} {100*r['acceptance']:9.1f}%")
+PY
+prompt='import numpy as np
+
+def softmax(x):'
+echo; echo "dsspec ab, embedded model, all 256 experts cacheable (compute-bound):"
+"$dsspec" ab -p "$prompt" -n 256 --temp 0 --ctx 1024 -t "$threads"
+echo; echo "dsspec ab, embedded model, --mem-budget 34M (I/O-bound: a small expert cache):"
+"$dsspec" ab -p "$prompt" -n 256 --temp 0 --ctx 1024 -t "$threads" --mem-budget 34M
