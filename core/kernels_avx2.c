@@ -214,46 +214,71 @@ void matvec_range_avx2(const matrix *w, int r0, int r1, const float *x, int ldx,
     }
 }
 
-/* y_b[c] += W[r][c] * a_b along one row, a_b already holding x_b[r] times the block scale. */
-INLINE void axpy_row(dtype_t dt, const void *row, const float *srow, int cols, const float *xr, int ldx,
-                     int nb, float *y, int ldy)
+/* The transposed product, one tile of 16 columns x NB (1..4) batch rows held in registers while the
+ * rows r0..r1 stream by: y_b[c] = fma(W[r][c], x_b[r] * block scale, y_b[c]) in ascending r, the
+ * same operations whatever the tiling, so batch and range invariance hold. */
+INLINE void t_tile(dtype_t dt, int NB, const matrix *w, int r0, int r1, int c0, const float *x, int ldx,
+                   float *y, int ldy)
 {
-    for (int c0 = 0; c0 < cols; c0 += KERNEL_BLOCK) {
-        int cb = cols - c0 < KERNEL_BLOCK ? cols - c0 : KERNEL_BLOCK;
-        float s = dt == DTYPE_F8_E4M3 ? srow[c0 / KERNEL_BLOCK] * FP8_FP16_RESCALE : 1.0f;
-        for (int k = 0; k < cb; k += 16) {
-            int n = cb - k < 16 ? cb - k : 16;
-            ps16 wv = n == 16 ? load_w(dt, row, c0 + k) : load_w_partial(dt, row, c0 + k, n);
-            for (int b = 0; b < nb; b++) {
-                float *yp = y + (size_t)b * ldy + c0 + k;
-                __m256 a = _mm256_set1_ps(xr[(size_t)b * ldx] * s);
-                if (n == 16) {
-                    _mm256_storeu_ps(yp, _mm256_fmadd_ps(wv.lo, a, _mm256_loadu_ps(yp)));
-                    _mm256_storeu_ps(yp + 8, _mm256_fmadd_ps(wv.hi, a, _mm256_loadu_ps(yp + 8)));
-                } else {
-                    _Alignas(32) float buf[16] = { 0 };
-                    memcpy(buf, yp, (size_t)n * sizeof(float));
-                    _mm256_store_ps(buf, _mm256_fmadd_ps(wv.lo, a, _mm256_load_ps(buf)));
-                    _mm256_store_ps(buf + 8, _mm256_fmadd_ps(wv.hi, a, _mm256_load_ps(buf + 8)));
-                    memcpy(yp, buf, (size_t)n * sizeof(float));
-                }
-            }
+    int n = w->cols - c0 < 16 ? w->cols - c0 : 16;
+    ps16 acc[KERNEL_BATCH_GROUP];
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; b++) acc[b].lo = acc[b].hi = _mm256_setzero_ps();
+    for (int r = r0; r < r1; r++) {
+        const void *row = kernel_weight_row(w, r);
+        float s = dt == DTYPE_F8_E4M3 ? kernel_scale_row(w, r)[c0 / KERNEL_BLOCK] * FP8_FP16_RESCALE : 1.0f;
+        ps16 wv = n == 16 ? load_w(dt, row, c0) : load_w_partial(dt, row, c0, n);
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++) {
+            __m256 a = _mm256_set1_ps(x[(size_t)b * ldx + (r - r0)] * s);
+            acc[b].lo = _mm256_fmadd_ps(wv.lo, a, acc[b].lo);
+            acc[b].hi = _mm256_fmadd_ps(wv.hi, a, acc[b].hi);
+        }
+    }
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; b++) {
+        float *yp = y + (size_t)b * ldy + c0;
+        if (n == 16) {
+            _mm256_storeu_ps(yp, acc[b].lo);
+            _mm256_storeu_ps(yp + 8, acc[b].hi);
+        } else {
+            _Alignas(32) float buf[16];
+            _mm256_store_ps(buf, acc[b].lo);
+            _mm256_store_ps(buf + 8, acc[b].hi);
+            memcpy(yp, buf, (size_t)n * sizeof(float));
         }
     }
 }
 
+typedef void (*t_tile_fn)(const matrix *w, int r0, int r1, int c0, const float *x, int ldx, float *y, int ldy);
+
+#define T_TILE_VARIANT(name, dt, nb)                                                                   \
+    static void name(const matrix *w, int r0, int r1, int c0, const float *x, int ldx, float *y, int ldy) \
+    {                                                                                                 \
+        t_tile(dt, nb, w, r0, r1, c0, x, ldx, y, ldy);                                                \
+    }
+#define T_TILE_DTYPE(tag, dt)                                                                         \
+    T_TILE_VARIANT(tag##_1, dt, 1) T_TILE_VARIANT(tag##_2, dt, 2) T_TILE_VARIANT(tag##_3, dt, 3)      \
+    T_TILE_VARIANT(tag##_4, dt, 4)                                                                    \
+    static const t_tile_fn tag##_table[KERNEL_BATCH_GROUP] = { tag##_1, tag##_2, tag##_3, tag##_4 };
+
+T_TILE_DTYPE(t_tile_f8, DTYPE_F8_E4M3)
+T_TILE_DTYPE(t_tile_bf16, DTYPE_BF16)
+T_TILE_DTYPE(t_tile_f32, DTYPE_F32)
+
 void matvec_t_range_avx2(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy)
 {
-    if (w->dtype != DTYPE_F8_E4M3 && w->dtype != DTYPE_BF16 && w->dtype != DTYPE_F32)
-        kernels_unsupported_dtype(w->dtype, "matvec_t_range");
-    for (int b = 0; b < nb; b++) memset(y + (size_t)b * ldy, 0, (size_t)w->cols * sizeof(float));
-    for (int r = r0; r < r1; r++) {
-        const void *row = kernel_weight_row(w, r);
-        const float *srow = w->dtype == DTYPE_F8_E4M3 ? kernel_scale_row(w, r) : NULL;
-        switch (w->dtype) {
-        case DTYPE_F8_E4M3: axpy_row(DTYPE_F8_E4M3, row, srow, w->cols, x + (r - r0), ldx, nb, y, ldy); break;
-        case DTYPE_BF16: axpy_row(DTYPE_BF16, row, srow, w->cols, x + (r - r0), ldx, nb, y, ldy); break;
-        default: axpy_row(DTYPE_F32, row, srow, w->cols, x + (r - r0), ldx, nb, y, ldy); break;
+    const t_tile_fn *table;
+    switch (w->dtype) {
+    case DTYPE_F8_E4M3: table = t_tile_f8_table; break;
+    case DTYPE_BF16: table = t_tile_bf16_table; break;
+    case DTYPE_F32: table = t_tile_f32_table; break;
+    default: kernels_unsupported_dtype(w->dtype, "matvec_t_range"); return;
+    }
+    for (int c0 = 0; c0 < w->cols; c0 += 16) {
+        for (int b0 = 0; b0 < nb; b0 += KERNEL_BATCH_GROUP) {
+            int nbg = nb - b0 < KERNEL_BATCH_GROUP ? nb - b0 : KERNEL_BATCH_GROUP;
+            table[nbg - 1](w, r0, r1, c0, x + (size_t)b0 * ldx, ldx, y + (size_t)b0 * ldy, ldy);
         }
     }
 }

@@ -1,6 +1,5 @@
 /* AVX-512 path: 16 columns per vector, FP8 through vcvtph2ps (see kernels_internal.h). */
 #include <immintrin.h>
-#include <string.h>
 #include "core/kernels_internal.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -184,38 +183,73 @@ void matvec_range_avx512(const matrix *w, int r0, int r1, const float *x, int ld
     }
 }
 
-/* y_b[c] += W[r][c] * a_b along one row, a_b already holding x_b[r] times the block scale. */
-INLINE void axpy_row(dtype_t dt, const void *row, const float *srow, int cols, const float *xr, int ldx,
-                     int nb, float *y, int ldy)
+/* The transposed product, one tile of 32 columns x NB (1..4) batch rows held in registers while the
+ * rows r0..r1 stream by: y_b[c] = fma(W[r][c], x_b[r] * block scale, y_b[c]) in ascending r, the
+ * same operations whatever the tiling, so batch and range invariance hold. */
+INLINE void t_tile(dtype_t dt, int NB, const matrix *w, int r0, int r1, int c0, const float *x, int ldx,
+                   float *y, int ldy)
 {
-    for (int c0 = 0; c0 < cols; c0 += KERNEL_BLOCK) {
-        int cb = cols - c0 < KERNEL_BLOCK ? cols - c0 : KERNEL_BLOCK;
-        float s = dt == DTYPE_F8_E4M3 ? srow[c0 / KERNEL_BLOCK] * FP8_FP16_RESCALE : 1.0f;
-        for (int k = 0; k < cb; k += 16) {
-            int n = cb - k < 16 ? cb - k : 16;
-            __mmask16 m = (__mmask16)((1u << n) - 1);
-            __m512 wv = n == 16 ? load_w(dt, row, c0 + k) : load_w_masked(dt, row, c0 + k, m);
-            for (int b = 0; b < nb; b++) {
-                float *yp = y + (size_t)b * ldy + c0 + k;
-                __m512 a = _mm512_set1_ps(xr[(size_t)b * ldx] * s);
-                _mm512_mask_storeu_ps(yp, m, _mm512_fmadd_ps(wv, a, _mm512_maskz_loadu_ps(m, yp)));
-            }
+    int n = w->cols - c0 < 32 ? w->cols - c0 : 32;
+    __mmask16 m0 = (__mmask16)((1u << (n < 16 ? n : 16)) - 1), m1 = (__mmask16)((1u << (n > 16 ? n - 16 : 0)) - 1);
+    __m512 acc[KERNEL_BATCH_GROUP][2];
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; b++) acc[b][0] = acc[b][1] = _mm512_setzero_ps();
+    for (int r = r0; r < r1; r++) {
+        const void *row = kernel_weight_row(w, r);
+        float s = dt == DTYPE_F8_E4M3 ? kernel_scale_row(w, r)[c0 / KERNEL_BLOCK] * FP8_FP16_RESCALE : 1.0f;
+        __m512 w0, w1;
+        if (n == 32 && dt == DTYPE_F8_E4M3) {
+            fp8x32_to_ps((const uint8_t *)row + c0, &w0, &w1);
+        } else if (n == 32) {
+            w0 = load_w(dt, row, c0);
+            w1 = load_w(dt, row, c0 + 16);
+        } else {
+            w0 = load_w_masked(dt, row, c0, m0);
+            w1 = load_w_masked(dt, row, c0 + 16, m1);
         }
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++) {
+            __m512 a = _mm512_set1_ps(x[(size_t)b * ldx + (r - r0)] * s);
+            acc[b][0] = _mm512_fmadd_ps(w0, a, acc[b][0]);
+            acc[b][1] = _mm512_fmadd_ps(w1, a, acc[b][1]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; b++) {
+        _mm512_mask_storeu_ps(y + (size_t)b * ldy + c0, m0, acc[b][0]);
+        _mm512_mask_storeu_ps(y + (size_t)b * ldy + c0 + 16, m1, acc[b][1]);
     }
 }
 
+typedef void (*t_tile_fn)(const matrix *w, int r0, int r1, int c0, const float *x, int ldx, float *y, int ldy);
+
+#define T_TILE_VARIANT(name, dt, nb)                                                                   \
+    static void name(const matrix *w, int r0, int r1, int c0, const float *x, int ldx, float *y, int ldy) \
+    {                                                                                                 \
+        t_tile(dt, nb, w, r0, r1, c0, x, ldx, y, ldy);                                                \
+    }
+#define T_TILE_DTYPE(tag, dt)                                                                         \
+    T_TILE_VARIANT(tag##_1, dt, 1) T_TILE_VARIANT(tag##_2, dt, 2) T_TILE_VARIANT(tag##_3, dt, 3)      \
+    T_TILE_VARIANT(tag##_4, dt, 4)                                                                    \
+    static const t_tile_fn tag##_table[KERNEL_BATCH_GROUP] = { tag##_1, tag##_2, tag##_3, tag##_4 };
+
+T_TILE_DTYPE(t_tile_f8, DTYPE_F8_E4M3)
+T_TILE_DTYPE(t_tile_bf16, DTYPE_BF16)
+T_TILE_DTYPE(t_tile_f32, DTYPE_F32)
+
 void matvec_t_range_avx512(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy)
 {
-    if (w->dtype != DTYPE_F8_E4M3 && w->dtype != DTYPE_BF16 && w->dtype != DTYPE_F32)
-        kernels_unsupported_dtype(w->dtype, "matvec_t_range");
-    for (int b = 0; b < nb; b++) memset(y + (size_t)b * ldy, 0, (size_t)w->cols * sizeof(float));
-    for (int r = r0; r < r1; r++) {
-        const void *row = kernel_weight_row(w, r);
-        const float *srow = w->dtype == DTYPE_F8_E4M3 ? kernel_scale_row(w, r) : NULL;
-        switch (w->dtype) {
-        case DTYPE_F8_E4M3: axpy_row(DTYPE_F8_E4M3, row, srow, w->cols, x + (r - r0), ldx, nb, y, ldy); break;
-        case DTYPE_BF16: axpy_row(DTYPE_BF16, row, srow, w->cols, x + (r - r0), ldx, nb, y, ldy); break;
-        default: axpy_row(DTYPE_F32, row, srow, w->cols, x + (r - r0), ldx, nb, y, ldy); break;
+    const t_tile_fn *table;
+    switch (w->dtype) {
+    case DTYPE_F8_E4M3: table = t_tile_f8_table; break;
+    case DTYPE_BF16: table = t_tile_bf16_table; break;
+    case DTYPE_F32: table = t_tile_f32_table; break;
+    default: kernels_unsupported_dtype(w->dtype, "matvec_t_range"); return;
+    }
+    for (int c0 = 0; c0 < w->cols; c0 += 32) {
+        for (int b0 = 0; b0 < nb; b0 += KERNEL_BATCH_GROUP) {
+            int nbg = nb - b0 < KERNEL_BATCH_GROUP ? nb - b0 : KERNEL_BATCH_GROUP;
+            table[nbg - 1](w, r0, r1, c0, x + (size_t)b0 * ldx, ldx, y + (size_t)b0 * ldy, ldy);
         }
     }
 }
