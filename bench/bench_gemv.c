@@ -13,17 +13,21 @@ typedef struct {
     const char *name;
     dtype_t dtype;
     int rows, cols;
+    /* > 0: not y = W x but absorbed MLA's per-head transposed products over kv_b, rows
+     * [h * t_stride, h * t_stride + t_rows) for every head h (matvec_t_range, heads across the pool) */
+    int t_rows, t_stride;
 } bench_shape;
 
 static const bench_shape r1_shapes[] = {
-    { "expert gate/up (2048x7168)", DTYPE_F8_E4M3, 2048, 7168 },
-    { "expert down (7168x2048)", DTYPE_F8_E4M3, 7168, 2048 },
-    { "q_a_proj (1536x7168)", DTYPE_F8_E4M3, 1536, 7168 },
-    { "q_b_proj (24576x1536)", DTYPE_F8_E4M3, 24576, 1536 },
-    { "kv_a_proj (576x7168)", DTYPE_F8_E4M3, 576, 7168 },
-    { "kv_b_proj (32768x512)", DTYPE_F8_E4M3, 32768, 512 },
-    { "o_proj (7168x16384)", DTYPE_F8_E4M3, 7168, 16384 },
-    { "lm_head bf16 (129280x7168)", DTYPE_BF16, 129280, 7168 },
+    { "expert gate/up (2048x7168)", DTYPE_F8_E4M3, 2048, 7168, 0, 0 },
+    { "expert down (7168x2048)", DTYPE_F8_E4M3, 7168, 2048, 0, 0 },
+    { "q_a_proj (1536x7168)", DTYPE_F8_E4M3, 1536, 7168, 0, 0 },
+    { "q_b_proj (24576x1536)", DTYPE_F8_E4M3, 24576, 1536, 0, 0 },
+    { "kv_a_proj (576x7168)", DTYPE_F8_E4M3, 576, 7168, 0, 0 },
+    { "kv_b_proj (32768x512)", DTYPE_F8_E4M3, 32768, 512, 0, 0 },
+    { "o_proj (7168x16384)", DTYPE_F8_E4M3, 7168, 16384, 0, 0 },
+    { "lm_head bf16 (129280x7168)", DTYPE_BF16, 129280, 7168, 0, 0 },
+    { "kv_b absorb T (128x 128x512)", DTYPE_F8_E4M3, 32768, 512, 128, 256 },
 };
 #define N_SHAPES (int)(sizeof r1_shapes / sizeof r1_shapes[0])
 
@@ -214,6 +218,36 @@ static size_t matrix_bytes(const bench_shape *s)
 typedef struct { double gemv, read; } paired_rate;
 
 typedef struct {
+    const matrix *w;
+    const bench_shape *shape;
+    const float *x;
+    int nb;
+    float *y;
+} head_job;
+
+static void absorb_head(void *arg, int h)
+{
+    const head_job *j = arg;
+    int r0 = h * j->shape->t_stride;
+    matvec_t_range(j->w, r0, r0 + j->shape->t_rows, j->x, j->shape->t_rows, j->nb,
+                   j->y + (size_t)h * j->nb * j->shape->cols, j->shape->cols);
+}
+
+/* One operation on matrix m; returns the weight and scale bytes it consumed. */
+static size_t run_op(thread_pool *pool, const bench_shape *s, const matrix *m, const float *x, int nb, float *y)
+{
+    size_t scale_bytes = m->scale ? sizeof(float) * (size_t)((m->rows + 127) / 128) * ((m->cols + 127) / 128) : 0;
+    if (s->t_rows == 0) {
+        matvec(pool, m, x, nb, y);
+        return (size_t)m->rows * m->cols * (m->dtype == DTYPE_F8_E4M3 ? 1 : 2) + scale_bytes;
+    }
+    head_job j = { m, s, x, nb, y };
+    int heads = m->rows / s->t_stride;
+    thread_pool_for(pool, heads, absorb_head, &j);
+    return (size_t)heads * s->t_rows * m->cols + scale_bytes * s->t_rows / s->t_stride;
+}
+
+typedef struct {
     thread_pool *pool;
     const unsigned char *read_buf;
     size_t read_bytes;
@@ -223,14 +257,13 @@ typedef struct {
     float *y;
 } bench_run;
 
-static paired_rate measure_paired(const bench_run *run, const matrix *proto, double seconds)
+static paired_rate measure_paired(const bench_run *run, const bench_shape *s, const matrix *proto, double seconds)
 {
     size_t wbytes = (size_t)proto->rows * proto->cols * (proto->dtype == DTYPE_F8_E4M3 ? 1 : 2);
-    size_t sbytes = proto->scale ? sizeof(float) * (size_t)((proto->rows + 127) / 128) * ((proto->cols + 127) / 128) : 0;
     matrix m = *proto;
     for (int c = 0; c < run->copies; c++) {  /* warm-up: page tables, pool threads */
         m.data = run->weights + (size_t)c * wbytes;
-        matvec(run->pool, &m, run->x, run->nb, run->y);
+        run_op(run->pool, s, &m, run->x, run->nb, run->y);
     }
     paired_rate best = { 0, 0 };
     size_t read_offset = 0;
@@ -239,8 +272,8 @@ static paired_rate measure_paired(const bench_run *run, const matrix *proto, dou
         double rd = read_slice(run->pool, run->read_buf, run->read_bytes, &read_offset, (int)(round % N_READ_VARIANTS));
         m.data = run->weights + (size_t)(round % run->copies) * wbytes;
         double t0 = now_s();
-        matvec(run->pool, &m, run->x, run->nb, run->y);
-        double g = (double)(wbytes + sbytes) / (now_s() - t0) / 1e9;
+        size_t bytes = run_op(run->pool, s, &m, run->x, run->nb, run->y);
+        double g = (double)bytes / (now_s() - t0) / 1e9;
         if (rd > best.read) best.read = rd;
         if (g > best.gemv) best.gemv = g;
     }
@@ -256,10 +289,11 @@ static void bench_shape_on_paths(const bench_options *o, const bench_shape *s, u
     fill_weights(weights, wbytes * copies, s->dtype);
     int gr = (s->rows + 127) / 128, gc = (s->cols + 127) / 128;
     float *scale = malloc(sizeof(float) * (size_t)gr * gc);
-    float *x = malloc(sizeof(float) * (size_t)s->cols * o->nb);
-    float *y = malloc(sizeof(float) * (size_t)s->rows * o->nb);
+    size_t xy = (size_t)(s->rows > s->cols ? s->rows : s->cols) * o->nb;  /* either orientation */
+    float *x = malloc(sizeof(float) * xy);
+    float *y = malloc(sizeof(float) * (s->t_rows ? (size_t)s->rows / s->t_stride * s->cols * o->nb : xy));
     for (int i = 0; i < gr * gc; i++) scale[i] = 1.0f / (1 + i % 7);
-    for (int i = 0; i < s->cols * o->nb; i++) x[i] = (float)((int)(rng_next() % 2001) - 1000) / 1000.0f;
+    for (size_t i = 0; i < xy; i++) x[i] = (float)((int)(rng_next() % 2001) - 1000) / 1000.0f;
     matrix proto = { s->dtype, s->rows, s->cols, weights, s->dtype == DTYPE_F8_E4M3 ? scale : NULL };
     bench_run run1 = { pool1, read_buf, o->read_bytes, weights, copies, o->nb, x, y };
     bench_run runn = run1;
@@ -268,8 +302,8 @@ static void bench_shape_on_paths(const bench_options *o, const bench_shape *s, u
         if (o->path_only >= 0 ? p != o->path_only : (!cpu_path_available((cpu_path)p) || (p == CPU_PATH_SCALAR && !o->include_scalar)))
             continue;
         kernels_init((cpu_path)p);
-        paired_rate one = measure_paired(&run1, &proto, o->seconds);
-        paired_rate all = measure_paired(&runn, &proto, o->seconds);
+        paired_rate one = measure_paired(&run1, s, &proto, o->seconds);
+        paired_rate all = measure_paired(&runn, s, &proto, o->seconds);
         printf("%-28s %-7s 1T %6.2f GB/s (read %6.2f) %5.1f%% | %dT %6.2f GB/s (read %6.2f) %5.1f%%\n", s->name,
                cpu_path_name((cpu_path)p), one.gemv, one.read, 100 * one.gemv / one.read, o->threads, all.gemv,
                all.read, 100 * all.gemv / all.read);

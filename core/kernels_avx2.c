@@ -220,6 +220,7 @@ void matvec_range_avx2(const matrix *w, int r0, int r1, const float *x, int ldx,
 INLINE void t_tile(dtype_t dt, int NB, const matrix *w, int r0, int r1, int c0, const float *x, int ldx,
                    float *y, int ldy)
 {
+    const size_t esz = dt == DTYPE_F8_E4M3 ? 1 : dt == DTYPE_BF16 ? 2 : 4;  /* bytes per weight */
     int n = w->cols - c0 < 16 ? w->cols - c0 : 16;
     ps16 acc[KERNEL_BATCH_GROUP];
 #pragma GCC unroll 4
@@ -227,6 +228,11 @@ INLINE void t_tile(dtype_t dt, int NB, const matrix *w, int r0, int r1, int c0, 
     for (int r = r0; r < r1; r++) {
         const void *row = kernel_weight_row(w, r);
         float s = dt == DTYPE_F8_E4M3 ? kernel_scale_row(w, r)[c0 / KERNEL_BLOCK] * FP8_FP16_RESCALE : 1.0f;
+        /* Tiles walk down the rows with a stride the hardware prefetcher does not follow well:
+         * fetch this row's next tile now, it is needed one whole pass over the rows later. */
+        const char *next = (const char *)row + (size_t)(c0 + 16) * esz;
+        _mm_prefetch(next, _MM_HINT_T0);
+        if (16 * esz > 64) _mm_prefetch(next + 64, _MM_HINT_T0);
         ps16 wv = n == 16 ? load_w(dt, row, c0) : load_w_partial(dt, row, c0, n);
 #pragma GCC unroll 4
         for (int b = 0; b < NB; b++) {

@@ -189,6 +189,7 @@ void matvec_range_avx512(const matrix *w, int r0, int r1, const float *x, int ld
 INLINE void t_tile(dtype_t dt, int NB, const matrix *w, int r0, int r1, int c0, const float *x, int ldx,
                    float *y, int ldy)
 {
+    const size_t esz = dt == DTYPE_F8_E4M3 ? 1 : dt == DTYPE_BF16 ? 2 : 4;  /* bytes per weight */
     int n = w->cols - c0 < 32 ? w->cols - c0 : 32;
     __mmask16 m0 = (__mmask16)((1u << (n < 16 ? n : 16)) - 1), m1 = (__mmask16)((1u << (n > 16 ? n - 16 : 0)) - 1);
     __m512 acc[KERNEL_BATCH_GROUP][2];
@@ -197,6 +198,11 @@ INLINE void t_tile(dtype_t dt, int NB, const matrix *w, int r0, int r1, int c0, 
     for (int r = r0; r < r1; r++) {
         const void *row = kernel_weight_row(w, r);
         float s = dt == DTYPE_F8_E4M3 ? kernel_scale_row(w, r)[c0 / KERNEL_BLOCK] * FP8_FP16_RESCALE : 1.0f;
+        /* Tiles walk down the rows with a stride the hardware prefetcher does not follow well:
+         * fetch this row's next tile now, it is needed one whole pass over the rows later. */
+        const char *next = (const char *)row + (size_t)(c0 + 32) * esz;
+        _mm_prefetch(next, _MM_HINT_T0);
+        if (32 * esz > 64) _mm_prefetch(next + 64, _MM_HINT_T0);
         __m512 w0, w1;
         if (n == 32 && dt == DTYPE_F8_E4M3) {
             fp8x32_to_ps((const uint8_t *)row + c0, &w0, &w1);
