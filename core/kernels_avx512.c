@@ -183,56 +183,69 @@ void matvec_range_avx512(const matrix *w, int r0, int r1, const float *x, int ld
     }
 }
 
-/* The transposed product, one tile of 32 columns x NB (1..4) batch rows held in registers while the
- * rows r0..r1 stream by: y_b[c] = fma(W[r][c], x_b[r] * block scale, y_b[c]) in ascending r, the
- * same operations whatever the tiling, so batch and range invariance hold. */
-INLINE void t_tile(dtype_t dt, int NB, const matrix *w, int r0, int r1, int c0, const float *x, int ldx,
+/* The transposed product, one tile of 16*TV columns x NB (1..4) batch rows held in registers while
+ * the rows r0..r1 stream by: y_b[c] = fma(W[r][c], x_b[r] * block scale, y_b[c]) in ascending r,
+ * the same operations whatever the tiling, so batch and range invariance hold. */
+INLINE void t_tile(dtype_t dt, int NB, int TV, const matrix *w, int r0, int r1, int c0, const float *x, int ldx,
                    float *y, int ldy)
 {
     const size_t esz = dt == DTYPE_F8_E4M3 ? 1 : dt == DTYPE_BF16 ? 2 : 4;  /* bytes per weight */
-    int n = w->cols - c0 < 32 ? w->cols - c0 : 32;
-    __mmask16 m0 = (__mmask16)((1u << (n < 16 ? n : 16)) - 1), m1 = (__mmask16)((1u << (n > 16 ? n - 16 : 0)) - 1);
-    __m512 acc[KERNEL_BATCH_GROUP][2];
+    int n = w->cols - c0 < 16 * TV ? w->cols - c0 : 16 * TV;
+    __mmask16 m[4];
+    __m512 acc[KERNEL_BATCH_GROUP][4];
 #pragma GCC unroll 4
-    for (int b = 0; b < NB; b++) acc[b][0] = acc[b][1] = _mm512_setzero_ps();
+    for (int v = 0; v < TV; v++) {
+        int rem = n - 16 * v;
+        m[v] = (__mmask16)(rem >= 16 ? 0xFFFF : rem > 0 ? (1u << rem) - 1 : 0);
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++) acc[b][v] = _mm512_setzero_ps();
+    }
     for (int r = r0; r < r1; r++) {
         const void *row = kernel_weight_row(w, r);
         float s = dt == DTYPE_F8_E4M3 ? kernel_scale_row(w, r)[c0 / KERNEL_BLOCK] * FP8_FP16_RESCALE : 1.0f;
         /* Tiles walk down the rows with a stride the hardware prefetcher does not follow well:
          * fetch this row's next tile now, it is needed one whole pass over the rows later. */
-        const char *next = (const char *)row + (size_t)(c0 + 32) * esz;
-        _mm_prefetch(next, _MM_HINT_T0);
-        if (32 * esz > 64) _mm_prefetch(next + 64, _MM_HINT_T0);
-        __m512 w0, w1;
-        if (n == 32 && dt == DTYPE_F8_E4M3) {
-            fp8x32_to_ps((const uint8_t *)row + c0, &w0, &w1);
-        } else if (n == 32) {
-            w0 = load_w(dt, row, c0);
-            w1 = load_w(dt, row, c0 + 16);
+        const char *next = (const char *)row + (size_t)(c0 + 16 * TV) * esz;
+#pragma GCC unroll 4
+        for (size_t o = 0; o < 16 * (size_t)TV * esz; o += 64) _mm_prefetch(next + o, _MM_HINT_T0);
+        __m512 wv[4];
+        if (n == 16 * TV) {
+#pragma GCC unroll 4
+            for (int v = 0; v < TV; v += 2) {
+                if (dt == DTYPE_F8_E4M3) {
+                    fp8x32_to_ps((const uint8_t *)row + c0 + 16 * v, &wv[v], &wv[v + 1]);
+                } else {
+                    wv[v] = load_w(dt, row, c0 + 16 * v);
+                    wv[v + 1] = load_w(dt, row, c0 + 16 * v + 16);
+                }
+            }
         } else {
-            w0 = load_w_masked(dt, row, c0, m0);
-            w1 = load_w_masked(dt, row, c0 + 16, m1);
+#pragma GCC unroll 4
+            for (int v = 0; v < TV; v++) wv[v] = load_w_masked(dt, row, c0 + 16 * v, m[v]);
         }
 #pragma GCC unroll 4
         for (int b = 0; b < NB; b++) {
             __m512 a = _mm512_set1_ps(x[(size_t)b * ldx + (r - r0)] * s);
-            acc[b][0] = _mm512_fmadd_ps(w0, a, acc[b][0]);
-            acc[b][1] = _mm512_fmadd_ps(w1, a, acc[b][1]);
+#pragma GCC unroll 4
+            for (int v = 0; v < TV; v++) acc[b][v] = _mm512_fmadd_ps(wv[v], a, acc[b][v]);
         }
     }
 #pragma GCC unroll 4
-    for (int b = 0; b < NB; b++) {
-        _mm512_mask_storeu_ps(y + (size_t)b * ldy + c0, m0, acc[b][0]);
-        _mm512_mask_storeu_ps(y + (size_t)b * ldy + c0 + 16, m1, acc[b][1]);
-    }
+    for (int b = 0; b < NB; b++)
+#pragma GCC unroll 4
+        for (int v = 0; v < TV; v++) _mm512_mask_storeu_ps(y + (size_t)b * ldy + c0 + 16 * v, m[v], acc[b][v]);
 }
+
+/* Tile width per batch group: 64 columns (whole cache lines of FP8) while the accumulators fit in
+ * registers, 32 for groups of 3 and 4. */
+static int t_tile_cols(int nbg) { return nbg <= 2 ? 64 : 32; }
 
 typedef void (*t_tile_fn)(const matrix *w, int r0, int r1, int c0, const float *x, int ldx, float *y, int ldy);
 
 #define T_TILE_VARIANT(name, dt, nb)                                                                   \
     static void name(const matrix *w, int r0, int r1, int c0, const float *x, int ldx, float *y, int ldy) \
     {                                                                                                 \
-        t_tile(dt, nb, w, r0, r1, c0, x, ldx, y, ldy);                                                \
+        t_tile(dt, nb, nb <= 2 ? 4 : 2, w, r0, r1, c0, x, ldx, y, ldy);                               \
     }
 #define T_TILE_DTYPE(tag, dt)                                                                         \
     T_TILE_VARIANT(tag##_1, dt, 1) T_TILE_VARIANT(tag##_2, dt, 2) T_TILE_VARIANT(tag##_3, dt, 3)      \
@@ -252,10 +265,9 @@ void matvec_t_range_avx512(const matrix *w, int r0, int r1, const float *x, int 
     case DTYPE_F32: table = t_tile_f32_table; break;
     default: kernels_unsupported_dtype(w->dtype, "matvec_t_range"); return;
     }
-    for (int c0 = 0; c0 < w->cols; c0 += 32) {
-        for (int b0 = 0; b0 < nb; b0 += KERNEL_BATCH_GROUP) {
-            int nbg = nb - b0 < KERNEL_BATCH_GROUP ? nb - b0 : KERNEL_BATCH_GROUP;
+    for (int b0 = 0; b0 < nb; b0 += KERNEL_BATCH_GROUP) {
+        int nbg = nb - b0 < KERNEL_BATCH_GROUP ? nb - b0 : KERNEL_BATCH_GROUP;
+        for (int c0 = 0; c0 < w->cols; c0 += t_tile_cols(nbg))
             table[nbg - 1](w, r0, r1, c0, x + (size_t)b0 * ldx, ldx, y + (size_t)b0 * ldy, ldy);
-        }
     }
 }
