@@ -36,6 +36,7 @@ void run_options_print_help(FILE *out)
         "  --no-bos               do not prepend BOS to -p/-f text\n"
         "sampling:\n"
         "  -n, --n-predict N      tokens to generate at most (default 128); stops earlier at EOS\n"
+        "  --ignore-eos           keep generating past the end-of-sentence token\n"
         "  --temp T               temperature, 0 = greedy (default: generation_config.json, else 0.6)\n"
         "  --top-p P              nucleus mass (default: generation_config.json, else 0.95)\n"
         "  --seed S               random seed (default 42)\n"
@@ -93,6 +94,7 @@ int run_options_parse_flag(run_options *o, int argc, char **argv, int *i, char *
     if (IS("--no-bos")) { o->no_bos = 1; return 1; }
     if (IS("--print-ids")) { o->print_ids = 1; return 1; }
     if (IS("--quiet")) { o->quiet = 1; return 1; }
+    if (IS("--ignore-eos")) { o->ignore_eos = 1; return 1; }
     if (IS("-n") || IS("--n-predict")) {
         TAKES_VALUE();
         if (parse_int_flag(a, v, 0, 100000000, &n, err, errlen)) return -1;

@@ -420,7 +420,7 @@ int run_once(const run_options *opts, int quiet_output, run_result *res)
     for (int l = 0; l < c->num_hidden_layers; l++) if (config_layer_is_moe(c, l)) s.last_moe_layer = l;
 
     expert_provider ep = expert_cache_provider(cache);
-    int eos = tok && tokenizer_eos_id(tok) >= 0 ? tokenizer_eos_id(tok) : c->eos_token_id;
+    int eos = o.ignore_eos ? -1 : tok && tokenizer_eos_id(tok) >= 0 ? tokenizer_eos_id(tok) : c->eos_token_id;
     gen_options g = {.mtp = mtp, .max_new = o.max_new, .eos_id = eos, .ctx = o.ctx, .prefill_chunk = o.prefill_chunk,
                      .prefetch = o.prefetch, .sampler = smp, .on_token = on_token, .token_ctx = &s,
                      .on_step = on_step, .step_ctx = &s, .on_route = s.trace ? on_route : NULL, .route_ctx = &s};

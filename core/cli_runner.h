@@ -25,7 +25,7 @@ typedef struct {
     io_backend io;
     int queue_depth, threads, ctx, prefill_chunk;
     const char *cpu;
-    int print_ids, quiet;
+    int print_ids, quiet, ignore_eos;
     const char *telemetry_path, *report_path, *trace_out;
     int telemetry_every;
 } run_options;

@@ -235,10 +235,10 @@ static void check_interrupt(const char *dir)
         dup2(devnull, 1);
         dup2(devnull, 2);
         execl(dsspec_bin, dsspec_bin, "run", "-m", dir, "--ids", "0,5,9", "-n", "100000000", "--temp", "0", "--print-ids",
-              "--ctx", "200000", "--mtp", "off", "--report", report, (char *)NULL);
+              "--ctx", "200000", "--mtp", "off", "--ignore-eos", "--report", report, (char *)NULL);
         _exit(127);
     }
-    usleep(1500 * 1000);
+    usleep(800 * 1000);
     kill(pid, SIGINT);
     int st = 0;
     waitpid(pid, &st, 0);
