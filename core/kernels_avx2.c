@@ -214,54 +214,74 @@ void matvec_range_avx2(const matrix *w, int r0, int r1, const float *x, int ldx,
     }
 }
 
-/* The transposed product, one tile of 16 columns x NB (1..4) batch rows held in registers while the
- * rows r0..r1 stream by: y_b[c] = fma(W[r][c], x_b[r] * block scale, y_b[c]) in ascending r, the
- * same operations whatever the tiling, so batch and range invariance hold. */
-INLINE void t_tile(dtype_t dt, int NB, const matrix *w, int r0, int r1, int c0, const float *x, int ldx,
+/* The transposed product, one tile of 16*TP columns x NB (1..4) batch rows held in registers while
+ * the rows r0..r1 stream by: y_b[c] = fma(W[r][c], x_b[r] * block scale, y_b[c]) in ascending r,
+ * the same operations whatever the tiling, so batch and range invariance hold. */
+INLINE void t_tile(dtype_t dt, int NB, int TP, const matrix *w, int r0, int r1, int c0, const float *x, int ldx,
                    float *y, int ldy)
 {
     const size_t esz = dt == DTYPE_F8_E4M3 ? 1 : dt == DTYPE_BF16 ? 2 : 4;  /* bytes per weight */
-    int n = w->cols - c0 < 16 ? w->cols - c0 : 16;
-    ps16 acc[KERNEL_BATCH_GROUP];
+    int n = w->cols - c0 < 16 * TP ? w->cols - c0 : 16 * TP;
+    ps16 acc[KERNEL_BATCH_GROUP][2];
 #pragma GCC unroll 4
-    for (int b = 0; b < NB; b++) acc[b].lo = acc[b].hi = _mm256_setzero_ps();
+    for (int b = 0; b < NB; b++)
+#pragma GCC unroll 2
+        for (int v = 0; v < TP; v++) acc[b][v].lo = acc[b][v].hi = _mm256_setzero_ps();
     for (int r = r0; r < r1; r++) {
         const void *row = kernel_weight_row(w, r);
         float s = dt == DTYPE_F8_E4M3 ? kernel_scale_row(w, r)[c0 / KERNEL_BLOCK] * FP8_FP16_RESCALE : 1.0f;
         /* Tiles walk down the rows with a stride the hardware prefetcher does not follow well:
          * fetch this row's next tile now, it is needed one whole pass over the rows later. */
-        const char *next = (const char *)row + (size_t)(c0 + 16) * esz;
-        _mm_prefetch(next, _MM_HINT_T0);
-        if (16 * esz > 64) _mm_prefetch(next + 64, _MM_HINT_T0);
-        ps16 wv = n == 16 ? load_w(dt, row, c0) : load_w_partial(dt, row, c0, n);
+        const char *next = (const char *)row + (size_t)(c0 + 16 * TP) * esz;
+#pragma GCC unroll 2
+        for (size_t o = 0; o < 16 * (size_t)TP * esz; o += 64) _mm_prefetch(next + o, _MM_HINT_T0);
+        ps16 wv[2];
+#pragma GCC unroll 2
+        for (int v = 0; v < TP; v++) {
+            int rem = n - 16 * v;
+            if (rem >= 16) wv[v] = load_w(dt, row, c0 + 16 * v);
+            else if (rem > 0) wv[v] = load_w_partial(dt, row, c0 + 16 * v, rem);
+            else wv[v].lo = wv[v].hi = _mm256_setzero_ps();
+        }
 #pragma GCC unroll 4
         for (int b = 0; b < NB; b++) {
             __m256 a = _mm256_set1_ps(x[(size_t)b * ldx + (r - r0)] * s);
-            acc[b].lo = _mm256_fmadd_ps(wv.lo, a, acc[b].lo);
-            acc[b].hi = _mm256_fmadd_ps(wv.hi, a, acc[b].hi);
+#pragma GCC unroll 2
+            for (int v = 0; v < TP; v++) {
+                acc[b][v].lo = _mm256_fmadd_ps(wv[v].lo, a, acc[b][v].lo);
+                acc[b][v].hi = _mm256_fmadd_ps(wv[v].hi, a, acc[b][v].hi);
+            }
         }
     }
 #pragma GCC unroll 4
     for (int b = 0; b < NB; b++) {
-        float *yp = y + (size_t)b * ldy + c0;
-        if (n == 16) {
-            _mm256_storeu_ps(yp, acc[b].lo);
-            _mm256_storeu_ps(yp + 8, acc[b].hi);
-        } else {
-            _Alignas(32) float buf[16];
-            _mm256_store_ps(buf, acc[b].lo);
-            _mm256_store_ps(buf + 8, acc[b].hi);
-            memcpy(yp, buf, (size_t)n * sizeof(float));
+#pragma GCC unroll 2
+        for (int v = 0; v < TP; v++) {
+            int rem = n - 16 * v;
+            float *yp = y + (size_t)b * ldy + c0 + 16 * v;
+            if (rem >= 16) {
+                _mm256_storeu_ps(yp, acc[b][v].lo);
+                _mm256_storeu_ps(yp + 8, acc[b][v].hi);
+            } else if (rem > 0) {
+                _Alignas(32) float buf[16];
+                _mm256_store_ps(buf, acc[b][v].lo);
+                _mm256_store_ps(buf + 8, acc[b][v].hi);
+                memcpy(yp, buf, (size_t)rem * sizeof(float));
+            }
         }
     }
 }
+
+/* Tile width per batch group: 32 columns while the accumulators fit in the 16 ymm registers,
+ * 16 for groups of 3 and 4. */
+static int t_tile_cols(int nbg) { return nbg <= 2 ? 32 : 16; }
 
 typedef void (*t_tile_fn)(const matrix *w, int r0, int r1, int c0, const float *x, int ldx, float *y, int ldy);
 
 #define T_TILE_VARIANT(name, dt, nb)                                                                   \
     static void name(const matrix *w, int r0, int r1, int c0, const float *x, int ldx, float *y, int ldy) \
     {                                                                                                 \
-        t_tile(dt, nb, w, r0, r1, c0, x, ldx, y, ldy);                                                \
+        t_tile(dt, nb, nb <= 2 ? 2 : 1, w, r0, r1, c0, x, ldx, y, ldy);                               \
     }
 #define T_TILE_DTYPE(tag, dt)                                                                         \
     T_TILE_VARIANT(tag##_1, dt, 1) T_TILE_VARIANT(tag##_2, dt, 2) T_TILE_VARIANT(tag##_3, dt, 3)      \
@@ -281,10 +301,9 @@ void matvec_t_range_avx2(const matrix *w, int r0, int r1, const float *x, int ld
     case DTYPE_F32: table = t_tile_f32_table; break;
     default: kernels_unsupported_dtype(w->dtype, "matvec_t_range"); return;
     }
-    for (int c0 = 0; c0 < w->cols; c0 += 16) {
-        for (int b0 = 0; b0 < nb; b0 += KERNEL_BATCH_GROUP) {
-            int nbg = nb - b0 < KERNEL_BATCH_GROUP ? nb - b0 : KERNEL_BATCH_GROUP;
+    for (int b0 = 0; b0 < nb; b0 += KERNEL_BATCH_GROUP) {
+        int nbg = nb - b0 < KERNEL_BATCH_GROUP ? nb - b0 : KERNEL_BATCH_GROUP;
+        for (int c0 = 0; c0 < w->cols; c0 += t_tile_cols(nbg))
             table[nbg - 1](w, r0, r1, c0, x + (size_t)b0 * ldx, ldx, y + (size_t)b0 * ldy, ldy);
-        }
     }
 }
