@@ -29,6 +29,7 @@ cpu_path kernels_init(cpu_path max)
 {
     cpu_path p = max;
     if (p > CPU_PATH_AVX512) p = CPU_PATH_AVX512;
+    if (p < CPU_PATH_SCALAR) p = CPU_PATH_SCALAR;
     while (p > CPU_PATH_SCALAR && !cpu_path_available(p)) p = (cpu_path)(p - 1);
     current_path = p;
     return p;
