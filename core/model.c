@@ -360,7 +360,7 @@ void model_bf16_matvec(model *m, const void *data, int rows, int cols, const flo
  * q_nope), or apply kv_b's v block to the head's attention-weighted latent. */
 typedef struct {
     const layer_weights *lw;
-    int nope, rope, v, R, qk;
+    int heads, nope, rope, v, R, qk;
     const float *q;          /* [heads][qk] of this row, rope part rotated */
     float *q_lat, *q_rope;   /* [heads][R], [heads][rope] */
     const matrix *latent;    /* this layer's cached latents, rows 0..n */
@@ -377,13 +377,20 @@ static void absorb_query(void *arg, int h)
     memcpy(j->q_rope + (size_t)h * j->rope, j->q + (size_t)h * j->qk + j->nope, j->rope * sizeof(float));
 }
 
-static void head_output(void *arg, int h)
+/* The weighted latents of a group of heads in one pass over the cache (it is read once per group,
+ * not once per head); then each head's slice of kv_b's v block. */
+enum { HEADS_PER_GROUP = 16 };
+
+static void head_output(void *arg, int g)
 {
     const head_job *j = arg;
-    int row0 = h * (j->nope + j->v);
-    float *o_lat = j->o_lat + (size_t)h * j->R;
-    matvec_t_range(j->latent, 0, j->n, j->probs + (size_t)h * j->n, j->n, 1, o_lat, j->R);
-    matvec_range(&j->lw->kv_b, row0 + j->nope, row0 + j->nope + j->v, o_lat, j->R, 1, j->out + (size_t)h * j->v, j->v);
+    int heads = j->heads, h0 = g * HEADS_PER_GROUP, nh = heads - h0 < HEADS_PER_GROUP ? heads - h0 : HEADS_PER_GROUP;
+    matvec_t_range(j->latent, 0, j->n, j->probs + (size_t)h0 * j->n, j->n, nh, j->o_lat + (size_t)h0 * j->R, j->R);
+    for (int h = h0; h < h0 + nh; h++) {
+        int row0 = h * (j->nope + j->v);
+        matvec_range(&j->lw->kv_b, row0 + j->nope, row0 + j->nope + j->v, j->o_lat + (size_t)h * j->R, j->R, 1,
+                     j->out + (size_t)h * j->v, j->v);
+    }
 }
 
 /* One row's attention over positions 0..pos: every head reads the same cached latents, so the
@@ -398,7 +405,7 @@ static void attention_row(model *m, const layer_weights *lw, const kv_cache *kv,
     float *scores = o_lat + (size_t)heads * R, *rope_scores = scores + (size_t)heads * n;
     matrix latent = {DTYPE_F32, n, R, kv->latent + (size_t)kv_layer * kv->ctx * R, NULL};
     matrix krope = {DTYPE_F32, n, rope, kv->krope + (size_t)kv_layer * kv->ctx * rope, NULL};
-    head_job j = {lw, nope, rope, c->v_head_dim, R, nope + rope, q, q_lat, q_rope, &latent, scores, n, o_lat, out};
+    head_job j = {lw, heads, nope, rope, c->v_head_dim, R, nope + rope, q, q_lat, q_rope, &latent, scores, n, o_lat, out};
 
     thread_pool_for(m->pool, heads, absorb_query, &j);
     matvec(m->pool, &latent, q_lat, heads, scores);
@@ -415,7 +422,7 @@ static void attention_row(model *m, const layer_weights *lw, const kv_cache *kv,
         float inv = (float)(1.0 / sum);
         for (int t = 0; t < n; t++) s[t] *= inv;
     }
-    thread_pool_for(m->pool, heads, head_output, &j);
+    thread_pool_for(m->pool, (heads + HEADS_PER_GROUP - 1) / HEADS_PER_GROUP, head_output, &j);
 }
 
 /* xn: [nb][H] normalized input; out: [nb][H] attention output (before the residual add). */
