@@ -4,9 +4,10 @@
 // these ranges so that newer characters (CJK Ext. H/I, new emoji, new scripts) split the same way.
 //   cc -O2 pcre2_categories.c -lpcre2-8 -o pcre2_categories && ./pcre2_categories > cats.txt
 //   node gen_unicode_delta.js cats.txt > ../../../tokenizer/unicode_delta.c
-// Candidates are the code points where PCRE2 and node's own tables (any newer Unicode) disagree;
-// the reference itself then decides each one: a tokenizer whose only step is Split(\p{X},
-// Removed) drops exactly the characters it puts in X.
+// Candidates are every code point PCRE2 leaves in C (unassigned, to it) plus those where node's own
+// tables disagree with PCRE2, so the result does not depend on which Unicode node ships; the
+// reference itself then decides each one: a tokenizer whose only step is Split(\p{X}, Removed)
+// drops exactly the characters it puts in X.
 'use strict';
 const fs = require('fs');
 const os = require('os');
@@ -19,7 +20,7 @@ const jsCat = (c) => { for (const x of CATS + 'Z') if (new RegExp(`\\p{${x}}`, '
 const candidates = [];
 for (let cp = 0; cp <= 0x10ffff; cp++) {
   if (cp >= 0xd800 && cp <= 0xdfff) continue;
-  if (jsCat(String.fromCodePoint(cp)) !== pcre[cp]) candidates.push(cp);
+  if (pcre[cp] === 'C' || jsCat(String.fromCodePoint(cp)) !== pcre[cp]) candidates.push(cp);
 }
 
 function byteLevelChar(b) { return b <= 32 ? 256 + b : b >= 127 && b <= 160 ? 289 + b - 127 : b === 173 ? 323 : b; }
