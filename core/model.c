@@ -491,31 +491,35 @@ typedef struct {
     float weights[64];
 } row_route;
 
-/* Predict layer l+1's experts from layer l's normalized input: DeepSeek's residual stream changes
- * little per layer, so the next router applied now is a cheap, good guess to prefetch. */
-static void prefetch_next_layer(model *m, int layer, const float *xn, int nb, expert_provider *ep)
+/* Predict layer l+1's experts from layer l's residual stream (after its attention), normalized
+ * as layer l+1 will normalize its own: the stream changes little per layer, so the next router
+ * applied now is a cheap, good guess to prefetch while layer l's experts compute. */
+static void prefetch_next_layer(model *m, int layer, const float *resid, int nb, expert_provider *ep)
 {
     int next = layer + 1;
     if (next >= m->cfg.num_hidden_layers || !m->layers[next].is_moe || !ep->prefetch) return;
-    int E = m->cfg.n_routed_experts, k = m->router.top_k;
+    int E = m->cfg.n_routed_experts, k = m->router.top_k, H = m->cfg.hidden_size;
     float *logits = malloc((size_t)nb * E * sizeof(float)), *scratch = malloc(2 * (size_t)E * sizeof(float));
+    float *xn = malloc((size_t)nb * H * sizeof(float));
     int *guess = malloc((size_t)nb * k * sizeof(int));
     float w[64];
-    if (logits && scratch && guess) {
+    if (logits && scratch && guess && xn) {
+        for (int b = 0; b < nb; b++)
+            model_rmsnorm(resid + (size_t)b * H, m->layers[next].post_norm, H, m->cfg.rms_norm_eps, xn + (size_t)b * H);
         matvec(m->pool, &m->layers[next].router, xn, nb, logits);
         for (int b = 0; b < nb; b++)
             router_select(&m->router, logits + (size_t)b * E, m->layers[next].router_bias, guess + b * k, w, scratch);
         ep->prefetch(ep->self, next, guess, nb * k);
     }
-    free(logits); free(scratch); free(guess);
+    free(logits); free(scratch); free(guess); free(xn);
 }
 
 /* Routed experts: the union over the batch is announced to the provider, then experts are taken in
  * whatever order they become ready; each one runs once over all rows that chose it. Every
  * (row, choice) result lands in its own buffer and rows sum their choices in ascending expert id,
  * so neither readiness order nor batch composition changes a row's numbers. */
-static int moe(model *m, int layer, const float *xn, int nb, float *out, expert_provider *ep, forward_request *req,
-               char *err, size_t errlen)
+static int moe(model *m, int layer, const float *xn, const float *resid, int nb, float *out, expert_provider *ep,
+               forward_request *req, char *err, size_t errlen)
 {
     const model_config *c = &m->cfg;
     const layer_weights *lw = &m->layers[layer];
@@ -546,7 +550,7 @@ static int moe(model *m, int layer, const float *xn, int nb, float *out, expert_
         }
     }
     ep->want(ep->self, layer, uni, nu);
-    if (req && req->prefetch) prefetch_next_layer(m, layer, xn, nb, ep);
+    if (req && req->prefetch) prefetch_next_layer(m, layer, resid, nb, ep);
 
     for (int remaining = nu; remaining > 0; remaining--) {
         int which;
@@ -607,7 +611,7 @@ int model_decoder_layer(model *m, int layer, kv_cache *kv, expert_provider *ep, 
 
     for (int b = 0; b < nb; b++) model_rmsnorm(x + (size_t)b * H, lw->post_norm, H, c->rms_norm_eps, xn + (size_t)b * H);
     if (lw->is_moe) {
-        if (moe(m, layer, xn, nb, y, ep, req, err, errlen)) goto done;
+        if (moe(m, layer, xn, x, nb, y, ep, req, err, errlen)) goto done;
     } else {
         act = malloc((size_t)nb * I * sizeof(float));
         act2 = malloc((size_t)nb * I * sizeof(float));
