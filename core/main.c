@@ -5,16 +5,6 @@
 #include <limits.h>
 #include "core/cli.h"
 
-/* Subcommands whose module is not built yet resolve to NULL instead of failing the link. */
-#pragma weak cli_run
-#pragma weak cli_eval
-#pragma weak cli_ab
-#pragma weak cli_inspect
-#pragma weak cli_tokenize
-#pragma weak cli_detokenize
-#pragma weak cli_cache_sim
-#pragma weak cli_report
-
 #ifndef DSSPEC_SOURCE_DIR
 #define DSSPEC_SOURCE_DIR "."
 #endif
@@ -56,7 +46,7 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: dsspec COMMAND [flags]   (dsspec COMMAND --help for its flags)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (commands[i].fn) fprintf(out, "  %-11s %s\n", commands[i].name, commands[i].help);
+        fprintf(out, "  %-11s %s\n", commands[i].name, commands[i].help);
     fprintf(out, "\nWith no -m, dsspec uses the embedded model: %s\n", cli_default_model_dir());
 }
 
@@ -65,7 +55,7 @@ int main(int argc, char **argv)
     if (argc < 2) { usage(stderr); return 2; }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (commands[i].fn && !strcmp(argv[1], commands[i].name))
+        if (!strcmp(argv[1], commands[i].name))
             return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "dsspec: unknown command '%s' (see dsspec --help)\n", argv[1]);
     return 2;
