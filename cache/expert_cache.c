@@ -60,6 +60,7 @@ int expert_cache_slots_for_bytes(uint64_t bytes, size_t slot_bytes)
 int expert_cache_n_slots(const expert_cache *c) { return c->n_slots; }
 size_t expert_cache_slot_bytes(const expert_cache *c) { return c->arena.slot_bytes; }
 void expert_cache_own_io(expert_cache *c, void *owned) { c->owned_io = owned; }
+void *expert_cache_arena_base(const expert_cache *c) { return c->arena.base; }
 void expert_cache_set_prefetch(expert_cache *c, int enabled) { c->prefetch_enabled = enabled != 0; }
 
 expert_cache *expert_cache_create_io(const expert_cache_io *io, void *io_self, int n_layers,

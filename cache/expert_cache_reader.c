@@ -47,5 +47,8 @@ expert_cache *expert_cache_create(const checkpoint *ck, expert_reader *reader, i
                                              expert_reader_slot_bytes(reader), n_slots, policy, err, errlen);
     if (!c) { free(ctx); return NULL; }
     expert_cache_own_io(c, ctx);
+    /* Fixed buffers let io_uring pin the arena once instead of on every read (a large CPU saving at
+     * low queue depth). Refused registration (memlock limits) only costs that saving. */
+    (void)expert_reader_register_slots(reader, expert_cache_arena_base(c), n_slots);
     return c;
 }
