@@ -156,6 +156,11 @@ static int plan_memory(const run_options *o, const engine *e, int mtp, size_t sl
         p->slots = fixed >= p->budget ? 0 : (int)((p->budget - fixed) / slot_bytes > (uint64_t)p->total_experts ? (uint64_t)p->total_experts : (p->budget - fixed) / slot_bytes);
     }
     if (p->slots > p->total_experts) p->slots = p->total_experts;
+    if (p->slots < p->min_slots && o->cache_gib > 0) {
+        snprintf(err, errlen, "--cache-gib %g buys %d expert slots of %.2f MiB; at least %d are needed (top-%d x %d rows in flight)",
+                 o->cache_gib, p->slots, slot_bytes / 1048576.0, p->min_slots, c->num_experts_per_tok, mtp ? 2 : 1);
+        return -1;
+    }
     if (p->slots < p->min_slots) {
         snprintf(err, errlen, "memory budget too small: %.3f GiB holds resident weights %.3f GiB + KV for --ctx %d %.3f GiB + buffers %.3f GiB and only %d expert slots of %.2f MiB; at least %d are needed (top-%d x %d rows in flight)",
                  p->budget / 1073741824.0, p->baseline / 1073741824.0, o->ctx, p->kv / 1073741824.0, p->scratch / 1073741824.0,
