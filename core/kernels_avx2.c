@@ -165,51 +165,88 @@ INLINE void dot_rows(dtype_t dt, int NR, int NB, const void *const *wrow, const 
         for (int b = 0; b < NB; b++) out[i][b] = hsum256(tot[i][b]);
 }
 
-typedef void (*dot_rows_fn)(const void *const *wrow, const float *const *srow, int cols, const float *x,
-                            int ldx, float out[2][KERNEL_BATCH_GROUP]);
+/* Demand misses at the start of a small matrix (an expert's 24 KiB, a router) are paid one
+ * after another before the in-loop prefetch is far enough ahead: ask for the range's first bytes
+ * (up to PREFETCH_BYTES, which the loop then keeps ahead of) before the first dot product. */
+INLINE void prefetch_range_start(const void *p, size_t bytes)
+{
+    size_t n = bytes < PREFETCH_BYTES ? bytes : PREFETCH_BYTES;
+    for (size_t o = 0; o < n; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
+}
 
-#define DOT_ROWS_VARIANT(name, dt, nr, nb)                                                          \
-    static void name(const void *const *wrow, const float *const *srow, int cols, const float *x, \
-                     int ldx, float out[2][KERNEL_BATCH_GROUP])                                    \
-    {                                                                                              \
-        dot_rows(dt, nr, nb, wrow, srow, cols, x, ldx, out);                                       \
+/* Rows [r0, r1) against NB x rows, with the kernel inlined and per-row addressing hoisted (small
+ * matrices make hundreds of these per pass). Two rows per dot_rows call for batches of up to 2,
+ * one row for 3 and 4 (16 ymm registers). */
+INLINE void range_rows(dtype_t dt, int NB, const matrix *w, int r0, int r1, const float *x, int ldx, float *y,
+                       int ldy)
+{
+    const int NR = NB <= 2 ? 2 : 1;
+    const size_t esz = dt == DTYPE_F8_E4M3 ? 1 : dt == DTYPE_BF16 ? 2 : 4;
+    const size_t row_bytes = (size_t)w->cols * esz;
+    const char *base = (const char *)w->data;
+    const int nsc = kernel_scale_cols(w->cols);
+    prefetch_range_start(base + (size_t)r0 * row_bytes, (size_t)(r1 - r0) * row_bytes);
+    for (int r = r0; r < r1; r += NR) {
+        const void *wrow[2] = { base + (size_t)r * row_bytes, base + (size_t)(r + 1) * row_bytes };
+        const float *srow[2] = { NULL, NULL };
+        if (dt == DTYPE_F8_E4M3) {
+            srow[0] = w->scale + (size_t)(r / KERNEL_BLOCK) * nsc;
+            srow[1] = w->scale + (size_t)((r + 1) / KERNEL_BLOCK) * nsc;
+        }
+        float out[2][KERNEL_BATCH_GROUP];
+        if (NR == 2 && r + 1 < r1) {
+            dot_rows(dt, 2, NB, wrow, srow, w->cols, x, ldx, out);
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++) {
+                y[(size_t)b * ldy + (r - r0)] = out[0][b];
+                y[(size_t)b * ldy + (r - r0) + 1] = out[1][b];
+            }
+        } else {
+            dot_rows(dt, 1, NB, wrow, srow, w->cols, x, ldx, out);
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++) y[(size_t)b * ldy + (r - r0)] = out[0][b];
+        }
     }
-/* Index [rows per call - 1][batch group - 1]; rows per call is 1 for batch groups of 3 and 4. */
-#define DOT_ROWS_DTYPE(tag, dt)                                                                    \
-    DOT_ROWS_VARIANT(tag##_1_1, dt, 1, 1) DOT_ROWS_VARIANT(tag##_1_2, dt, 1, 2)                    \
-    DOT_ROWS_VARIANT(tag##_1_3, dt, 1, 3) DOT_ROWS_VARIANT(tag##_1_4, dt, 1, 4)                    \
-    DOT_ROWS_VARIANT(tag##_2_1, dt, 2, 1) DOT_ROWS_VARIANT(tag##_2_2, dt, 2, 2)                    \
-    static const dot_rows_fn tag##_table[2][KERNEL_BATCH_GROUP] = {                                \
-        { tag##_1_1, tag##_1_2, tag##_1_3, tag##_1_4 }, { tag##_2_1, tag##_2_2, NULL, NULL } };
+}
 
-DOT_ROWS_DTYPE(dot_f8, DTYPE_F8_E4M3)
-DOT_ROWS_DTYPE(dot_bf16, DTYPE_BF16)
-DOT_ROWS_DTYPE(dot_f32, DTYPE_F32)
+typedef void (*range_rows_fn)(const matrix *w, int r0, int r1, const float *x, int ldx, float *y, int ldy);
+
+#define RANGE_ROWS_VARIANT(name, dt, nb)                                                                 \
+    static void name(const matrix *w, int r0, int r1, const float *x, int ldx, float *y, int ldy)          \
+    {                                                                                                     \
+        range_rows(dt, nb, w, r0, r1, x, ldx, y, ldy);                                                    \
+    }
+#define RANGE_ROWS_DTYPE(tag, dt)                                                                         \
+    RANGE_ROWS_VARIANT(tag##_1, dt, 1) RANGE_ROWS_VARIANT(tag##_2, dt, 2)                                 \
+    RANGE_ROWS_VARIANT(tag##_3, dt, 3) RANGE_ROWS_VARIANT(tag##_4, dt, 4)                                 \
+    static const range_rows_fn tag##_table[KERNEL_BATCH_GROUP] = { tag##_1, tag##_2, tag##_3, tag##_4 };
+
+RANGE_ROWS_DTYPE(range_f8, DTYPE_F8_E4M3)
+RANGE_ROWS_DTYPE(range_bf16, DTYPE_BF16)
+RANGE_ROWS_DTYPE(range_f32, DTYPE_F32)
+
+/* Batches beyond one group (prefill) take a 16-row slice through every batch group before moving
+ * on, so the slice's weights are read from memory once and then served from L1/L2. */
+enum { RANGE_SLICE_ROWS = 16 };
 
 void matvec_range_avx2(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy)
 {
-    const dot_rows_fn (*table)[KERNEL_BATCH_GROUP];
+    const range_rows_fn *table;
     switch (w->dtype) {
-    case DTYPE_F8_E4M3: table = dot_f8_table; break;
-    case DTYPE_BF16: table = dot_bf16_table; break;
-    case DTYPE_F32: table = dot_f32_table; break;
+    case DTYPE_F8_E4M3: table = range_f8_table; break;
+    case DTYPE_BF16: table = range_bf16_table; break;
+    case DTYPE_F32: table = range_f32_table; break;
     default: kernels_unsupported_dtype(w->dtype, "matvec_range"); return;
     }
-    int step = nb <= 2 ? 2 : 1;
-    for (int r = r0; r < r1; r += step) {
-        int nr = r1 - r < step ? r1 - r : step;
-        const void *wrow[2] = { kernel_weight_row(w, r), kernel_weight_row(w, r + nr - 1) };
-        const float *srow[2] = { NULL, NULL };
-        if (w->dtype == DTYPE_F8_E4M3) {
-            srow[0] = kernel_scale_row(w, r);
-            srow[1] = kernel_scale_row(w, r + nr - 1);
-        }
+    if (nb <= KERNEL_BATCH_GROUP) {
+        table[nb - 1](w, r0, r1, x, ldx, y, ldy);
+        return;
+    }
+    for (int r = r0; r < r1; r += RANGE_SLICE_ROWS) {
+        int re = r1 - r < RANGE_SLICE_ROWS ? r1 : r + RANGE_SLICE_ROWS;
         for (int b0 = 0; b0 < nb; b0 += KERNEL_BATCH_GROUP) {
             int nbg = nb - b0 < KERNEL_BATCH_GROUP ? nb - b0 : KERNEL_BATCH_GROUP;
-            float out[2][KERNEL_BATCH_GROUP];
-            table[nr - 1][nbg - 1](wrow, srow, w->cols, x + (size_t)b0 * ldx, ldx, out);
-            for (int i = 0; i < nr; i++)
-                for (int b = 0; b < nbg; b++) y[(size_t)(b0 + b) * ldy + (r - r0) + i] = out[i][b];
+            table[nbg - 1](w, r, re, x + (size_t)b0 * ldx, ldx, y + (size_t)b0 * ldy + (r - r0), ldy);
         }
     }
 }
