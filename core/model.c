@@ -356,58 +356,62 @@ void model_bf16_matvec(model *m, const void *data, int rows, int cols, const flo
  * builds them with RMSNorm's default and transformers hard-codes the same. */
 #define LATENT_NORM_EPS 1e-6
 
-/* Per-head work of one row: fold kv_b's k_nope block of head h into its query (q_lat = W_kb^T
- * q_nope), or apply kv_b's v block to the head's attention-weighted latent. */
+/* Absorbed MLA in three stages over a batch of rows:
+ *  1. per head, for all rows at once: fold kv_b's k_nope block into the query (q_lat = W_kb^T q_nope);
+ *  2. per row: scores of all heads against the cached latents and rotated keys (one product over
+ *     the cache, read once for every head), softmax, attention-weighted latents;
+ *  3. per head, for all rows at once: kv_b's v block applied to the weighted latent. */
 typedef struct {
     const layer_weights *lw;
-    int heads, nope, rope, v, R, qk;
-    const float *q;          /* [heads][qk] of this row, rope part rotated */
-    float *q_lat, *q_rope;   /* [heads][R], [heads][rope] */
-    const matrix *latent;    /* this layer's cached latents, rows 0..n */
-    const float *probs;      /* [heads][n] */
-    int n;
-    float *o_lat, *out;      /* [heads][R], [heads][v] */
+    int nb, heads, nope, rope, v, R, qk;
+    const float *q;        /* [nb][heads][qk], rope part rotated */
+    float *q_lat, *q_rope; /* [nb][heads][R], [nb][heads][rope] */
+    float *o_lat, *out;    /* [nb][heads][R], [nb][heads][v] */
 } head_job;
 
 static void absorb_query(void *arg, int h)
 {
     const head_job *j = arg;
     int row0 = h * (j->nope + j->v);
-    matvec_t_range(&j->lw->kv_b, row0, row0 + j->nope, j->q + (size_t)h * j->qk, j->nope, 1, j->q_lat + (size_t)h * j->R, j->R);
-    memcpy(j->q_rope + (size_t)h * j->rope, j->q + (size_t)h * j->qk + j->nope, j->rope * sizeof(float));
+    matvec_t_range(&j->lw->kv_b, row0, row0 + j->nope, j->q + (size_t)h * j->qk, j->heads * j->qk, j->nb,
+                   j->q_lat + (size_t)h * j->R, j->heads * j->R);
+    for (int b = 0; b < j->nb; b++)
+        memcpy(j->q_rope + ((size_t)b * j->heads + h) * j->rope, j->q + ((size_t)b * j->heads + h) * j->qk + j->nope,
+               j->rope * sizeof(float));
 }
 
-/* The weighted latents of a group of heads in one pass over the cache (it is read once per group,
- * not once per head); then each head's slice of kv_b's v block. */
-enum { HEADS_PER_GROUP = 16 };
-
-static void head_output(void *arg, int g)
+static void value_projection(void *arg, int h)
 {
     const head_job *j = arg;
-    int heads = j->heads, h0 = g * HEADS_PER_GROUP, nh = heads - h0 < HEADS_PER_GROUP ? heads - h0 : HEADS_PER_GROUP;
-    matvec_t_range(j->latent, 0, j->n, j->probs + (size_t)h0 * j->n, j->n, nh, j->o_lat + (size_t)h0 * j->R, j->R);
-    for (int h = h0; h < h0 + nh; h++) {
-        int row0 = h * (j->nope + j->v);
-        matvec_range(&j->lw->kv_b, row0 + j->nope, row0 + j->nope + j->v, j->o_lat + (size_t)h * j->R, j->R, 1,
-                     j->out + (size_t)h * j->v, j->v);
-    }
+    int row0 = h * (j->nope + j->v) + j->nope;
+    matvec_range(&j->lw->kv_b, row0, row0 + j->v, j->o_lat + (size_t)h * j->R, j->heads * j->R, j->nb,
+                 j->out + (size_t)h * j->v, j->heads * j->v);
 }
 
-/* One row's attention over positions 0..pos: every head reads the same cached latents, so the
- * scores of all heads are one matrix product over the cache (read once), not one pass per head. */
-static void attention_row(model *m, const layer_weights *lw, const kv_cache *kv, int kv_layer, const float *q, int pos,
-                          float *scratch, float *out)
+/* Stage 2 for one group of heads of one row: the cache is read once per group, not per head. */
+enum { HEADS_PER_GROUP = 16 };
+typedef struct {
+    const matrix *latent;
+    const float *probs;    /* [heads][n] */
+    float *o_lat;          /* [heads][R] of this row */
+    int heads, n, R;
+} weighted_latent_job;
+
+static void weighted_latents(void *arg, int g)
+{
+    const weighted_latent_job *j = arg;
+    int h0 = g * HEADS_PER_GROUP, nh = j->heads - h0 < HEADS_PER_GROUP ? j->heads - h0 : HEADS_PER_GROUP;
+    matvec_t_range(j->latent, 0, j->n, j->probs + (size_t)h0 * j->n, j->n, nh, j->o_lat + (size_t)h0 * j->R, j->R);
+}
+
+static void attend_row(model *m, const kv_cache *kv, int kv_layer, const float *q_lat, const float *q_rope, int pos,
+                       float *scores, float *o_lat)
 {
     const model_config *c = &m->cfg;
-    int heads = c->num_attention_heads, nope = c->qk_nope_head_dim, rope = c->qk_rope_head_dim, R = c->kv_lora_rank;
-    int n = pos + 1;
-    float *q_lat = scratch, *q_rope = q_lat + (size_t)heads * R, *o_lat = q_rope + (size_t)heads * rope;
-    float *scores = o_lat + (size_t)heads * R, *rope_scores = scores + (size_t)heads * n;
+    int heads = c->num_attention_heads, rope = c->qk_rope_head_dim, R = c->kv_lora_rank, n = pos + 1;
+    float *rope_scores = scores + (size_t)heads * n;
     matrix latent = {DTYPE_F32, n, R, kv->latent + (size_t)kv_layer * kv->ctx * R, NULL};
     matrix krope = {DTYPE_F32, n, rope, kv->krope + (size_t)kv_layer * kv->ctx * rope, NULL};
-    head_job j = {lw, heads, nope, rope, c->v_head_dim, R, nope + rope, q, q_lat, q_rope, &latent, scores, n, o_lat, out};
-
-    thread_pool_for(m->pool, heads, absorb_query, &j);
     matvec(m->pool, &latent, q_lat, heads, scores);
     matvec(m->pool, &krope, q_rope, heads, rope_scores);
     float scale = (float)m->attn_scale;
@@ -422,7 +426,8 @@ static void attention_row(model *m, const layer_weights *lw, const kv_cache *kv,
         float inv = (float)(1.0 / sum);
         for (int t = 0; t < n; t++) s[t] *= inv;
     }
-    thread_pool_for(m->pool, (heads + HEADS_PER_GROUP - 1) / HEADS_PER_GROUP, head_output, &j);
+    weighted_latent_job w = {&latent, scores, o_lat, heads, n, R};
+    thread_pool_for(m->pool, (heads + HEADS_PER_GROUP - 1) / HEADS_PER_GROUP, weighted_latents, &w);
 }
 
 /* xn: [nb][H] normalized input; out: [nb][H] attention output (before the residual add). */
@@ -442,9 +447,10 @@ static int attention(model *m, int layer, kv_cache *kv, const float *xn, const i
     float *q = malloc((size_t)nb * heads * qk * sizeof(float));
     float *ckv = malloc((size_t)nb * (R + rope) * sizeof(float));
     float *heads_out = malloc((size_t)nb * heads * c->v_head_dim * sizeof(float));
-    float *scratch = malloc((size_t)heads * (2 * R + rope + 2 * (max_pos + 1)) * sizeof(float));
+    float *lat = malloc((size_t)nb * heads * (2 * R + rope) * sizeof(float)); /* q_lat | o_lat | q_rope */
+    float *scores = malloc((size_t)heads * 2 * (max_pos + 1) * sizeof(float));
     int rc = -1;
-    if (!qa || !q || !ckv || !heads_out || !scratch) { snprintf(err, errlen, "out of memory in attention"); goto done; }
+    if (!qa || !q || !ckv || !heads_out || !lat || !scores) { snprintf(err, errlen, "out of memory in attention"); goto done; }
 
     matvec(m->pool, &lw->q_a, xn, nb, qa);
     for (int b = 0; b < nb; b++) model_rmsnorm(qa + (size_t)b * ql, lw->q_a_norm, ql, LATENT_NORM_EPS, qa + (size_t)b * ql);
@@ -459,12 +465,17 @@ static int attention(model *m, int layer, kv_cache *kv, const float *xn, const i
         memcpy(kr, row + R, rope * sizeof(float));
         rope_apply(&m->rope, kr, pos[b]);
     }
+    float *q_lat = lat, *o_lat = lat + (size_t)nb * heads * R, *q_rope = o_lat + (size_t)nb * heads * R;
+    head_job j = {lw, nb, heads, nope, rope, c->v_head_dim, R, qk, q, q_lat, q_rope, o_lat, heads_out};
+    thread_pool_for(m->pool, heads, absorb_query, &j);
     for (int b = 0; b < nb; b++)
-        attention_row(m, lw, kv, kv_layer, q + (size_t)b * heads * qk, pos[b], scratch, heads_out + (size_t)b * heads * c->v_head_dim);
+        attend_row(m, kv, kv_layer, q_lat + (size_t)b * heads * R, q_rope + (size_t)b * heads * rope, pos[b], scores,
+                   o_lat + (size_t)b * heads * R);
+    thread_pool_for(m->pool, heads, value_projection, &j);
     matvec(m->pool, &lw->o, heads_out, nb, out);
     rc = 0;
 done:
-    free(qa); free(q); free(ckv); free(heads_out); free(scratch);
+    free(qa); free(q); free(ckv); free(heads_out); free(lat); free(scores);
     return rc;
 }
 
