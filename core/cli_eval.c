@@ -97,8 +97,8 @@ static int eval_run(engine *e, const int *ids, int T, int chunk, int mtp, int pp
     int V = c->vocab_size, H = c->hidden_size, rc = -1;
     expert_direct *direct = expert_direct_create(e->ck);
     expert_provider ep = expert_direct_provider(direct);
-    kv_cache *kv = kv_cache_create(c, 0, c->num_hidden_layers, T + 1);
-    kv_cache *mkv = mtp ? kv_cache_create(c, c->num_hidden_layers, 1, T + 1) : NULL;
+    kv_cache *kv = kv_cache_create(c, 0, c->num_hidden_layers, T + 1, DTYPE_F32);
+    kv_cache *mkv = mtp ? kv_cache_create(c, c->num_hidden_layers, 1, T + 1, DTYPE_F32) : NULL;
     float *logits = malloc((size_t)T * V * sizeof(float)), *hidden = malloc((size_t)T * H * sizeof(float));
     int *pos = malloc((size_t)T * sizeof(int)), *next = malloc((size_t)T * sizeof(int));
     route_table rt = {T, c->num_hidden_layers, c->num_experts_per_tok, 0, NULL};

@@ -49,6 +49,7 @@ void run_options_print_help(FILE *out)
         "  --io auto|uring|pread  expert read backend (default auto: io_uring + O_DIRECT, else pread)\n"
         "  --queue-depth N        expert reads in flight at most (default 16)\n"
         "  --ctx N                context length in tokens, KV is sized for it (default 4096)\n"
+        "  --kv-dtype f32|bf16    latent KV cache precision (default f32, exact; bf16 halves its memory)\n"
         "compute:\n"
         "  -t, --threads N        worker threads (default 1)\n"
         "  --cpu-features P       highest kernel path: scalar | avx2 | avx512 (default: best available)\n"
@@ -95,6 +96,12 @@ int run_options_parse_flag(run_options *o, int argc, char **argv, int *i, char *
     if (IS("--print-ids")) { o->print_ids = 1; return 1; }
     if (IS("--quiet")) { o->quiet = 1; return 1; }
     if (IS("--ignore-eos")) { o->ignore_eos = 1; return 1; }
+    if (IS("--kv-dtype")) {
+        TAKES_VALUE();
+        if (strcmp(v, "f32") && strcmp(v, "bf16")) { snprintf(err, errlen, "--kv-dtype: expected f32 or bf16, got '%s'", v); return -1; }
+        o->kv_bf16 = !strcmp(v, "bf16");
+        return 1;
+    }
     if (IS("-n") || IS("--n-predict")) {
         TAKES_VALUE();
         if (parse_int_flag(a, v, 0, 100000000, &n, err, errlen)) return -1;

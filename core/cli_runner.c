@@ -139,7 +139,7 @@ static int plan_memory(const run_options *o, const engine *e, int mtp, size_t sl
     p->total_experts = moe_layers * c->n_routed_experts;
     p->budget = o->mem_budget ? (uint64_t)o->mem_budget : physical_ram() / 10 * 9;
     p->baseline = current_rss();
-    p->kv = kv_cache_bytes(c, c->num_hidden_layers + (mtp ? 1 : 0), o->ctx);
+    p->kv = kv_cache_bytes(c, c->num_hidden_layers + (mtp ? 1 : 0), o->ctx, o->kv_bf16 ? DTYPE_BF16 : DTYPE_F32);
     p->scratch = scratch_bytes(c, o);
     p->slot_bytes = slot_bytes;
     p->min_slots = expert_cache_min_slots(c->num_experts_per_tok, mtp ? 2 : 1);
@@ -427,7 +427,7 @@ int run_once(const run_options *opts, int quiet_output, run_result *res)
     expert_provider ep = expert_cache_provider(cache);
     int eos = o.ignore_eos ? -1 : tok && tokenizer_eos_id(tok) >= 0 ? tokenizer_eos_id(tok) : c->eos_token_id;
     gen_options g = {.mtp = mtp, .max_new = o.max_new, .eos_id = eos, .ctx = o.ctx, .prefill_chunk = o.prefill_chunk,
-                     .prefetch = o.prefetch, .sampler = smp, .on_token = on_token, .token_ctx = &s,
+                     .prefetch = o.prefetch, .kv_bf16 = o.kv_bf16, .sampler = smp, .on_token = on_token, .token_ctx = &s,
                      .on_step = on_step, .step_ctx = &s, .on_route = s.trace ? on_route : NULL, .route_ctx = &s};
     s.live = &res->gen;
     interrupted = 0;

@@ -26,6 +26,7 @@ typedef struct {
     int queue_depth, threads, ctx, prefill_chunk;
     const char *cpu;
     int print_ids, quiet, ignore_eos;
+    int kv_bf16;
     const char *telemetry_path, *report_path, *trace_out;
     int telemetry_every;
 } run_options;

@@ -277,22 +277,24 @@ const mtp_extras *model_mtp_extras(const model *m) { return m->has_mtp ? &m->mtp
 
 /* ---------- KV cache ---------- */
 
-size_t kv_cache_bytes(const model_config *c, int n_layers, int ctx)
+size_t kv_cache_bytes(const model_config *c, int n_layers, int ctx, dtype_t dtype)
 {
-    return (size_t)n_layers * ctx * (c->kv_lora_rank + c->qk_rope_head_dim) * sizeof(float);
+    return (size_t)n_layers * ctx * (c->kv_lora_rank + c->qk_rope_head_dim) * dtype_size(dtype);
 }
 
-kv_cache *kv_cache_create(const model_config *c, int first_layer, int n_layers, int ctx)
+kv_cache *kv_cache_create(const model_config *c, int first_layer, int n_layers, int ctx, dtype_t dtype)
 {
+    if (dtype != DTYPE_F32 && dtype != DTYPE_BF16) return NULL;
     kv_cache *kv = calloc(1, sizeof *kv);
     if (!kv) return NULL;
+    kv->dtype = dtype;
     kv->first_layer = first_layer;
     kv->n_layers = n_layers;
     kv->ctx = ctx;
     kv->latent_dim = c->kv_lora_rank;
     kv->rope_dim = c->qk_rope_head_dim;
-    kv->latent = malloc((size_t)n_layers * ctx * kv->latent_dim * sizeof(float));
-    kv->krope = malloc((size_t)n_layers * ctx * kv->rope_dim * sizeof(float));
+    kv->latent = malloc((size_t)n_layers * ctx * kv->latent_dim * dtype_size(dtype));
+    kv->krope = malloc((size_t)n_layers * ctx * kv->rope_dim * dtype_size(dtype));
     if (!kv->latent || !kv->krope) { kv_cache_free(kv); return NULL; }
     return kv;
 }
@@ -303,6 +305,19 @@ void kv_cache_free(kv_cache *kv)
     free(kv->latent);
     free(kv->krope);
     free(kv);
+}
+
+/* One position's normalized latent and rotated k_rope into the cache, in its dtype. */
+static void kv_cache_store(kv_cache *kv, int kv_layer, int pos, const float *latent, const float *krope)
+{
+    size_t lo = ((size_t)kv_layer * kv->ctx + pos) * kv->latent_dim, ro = ((size_t)kv_layer * kv->ctx + pos) * kv->rope_dim;
+    if (kv->dtype == DTYPE_F32) {
+        memcpy((float *)kv->latent + lo, latent, kv->latent_dim * sizeof(float));
+        memcpy((float *)kv->krope + ro, krope, kv->rope_dim * sizeof(float));
+        return;
+    }
+    for (int i = 0; i < kv->latent_dim; i++) ((uint16_t *)kv->latent)[lo + i] = float_to_bf16(latent[i]);
+    for (int i = 0; i < kv->rope_dim; i++) ((uint16_t *)kv->krope)[ro + i] = float_to_bf16(krope[i]);
 }
 
 void kv_cache_truncate(kv_cache *kv, int len)
@@ -410,8 +425,9 @@ static void attend_row(model *m, const kv_cache *kv, int kv_layer, const float *
     const model_config *c = &m->cfg;
     int heads = c->num_attention_heads, rope = c->qk_rope_head_dim, R = c->kv_lora_rank, n = pos + 1;
     float *rope_scores = scores + (size_t)heads * n;
-    matrix latent = {DTYPE_F32, n, R, kv->latent + (size_t)kv_layer * kv->ctx * R, NULL};
-    matrix krope = {DTYPE_F32, n, rope, kv->krope + (size_t)kv_layer * kv->ctx * rope, NULL};
+    size_t es = dtype_size(kv->dtype);
+    matrix latent = {kv->dtype, n, R, (const char *)kv->latent + (size_t)kv_layer * kv->ctx * R * es, NULL};
+    matrix krope = {kv->dtype, n, rope, (const char *)kv->krope + (size_t)kv_layer * kv->ctx * rope * es, NULL};
     matvec(m->pool, &latent, q_lat, heads, scores);
     matvec(m->pool, &krope, q_rope, heads, rope_scores);
     float scale = (float)m->attn_scale;
@@ -459,11 +475,9 @@ static int attention(model *m, int layer, kv_cache *kv, const float *xn, const i
     for (int b = 0; b < nb; b++) {
         for (int h = 0; h < heads; h++) rope_apply(&m->rope, q + ((size_t)b * heads + h) * qk + nope, pos[b]);
         float *row = ckv + (size_t)b * (R + rope);
-        float *lat = kv->latent + ((size_t)kv_layer * kv->ctx + pos[b]) * R;
-        float *kr = kv->krope + ((size_t)kv_layer * kv->ctx + pos[b]) * rope;
-        model_rmsnorm(row, lw->kv_a_norm, R, LATENT_NORM_EPS, lat);
-        memcpy(kr, row + R, rope * sizeof(float));
-        rope_apply(&m->rope, kr, pos[b]);
+        model_rmsnorm(row, lw->kv_a_norm, R, LATENT_NORM_EPS, row);
+        rope_apply(&m->rope, row + R, pos[b]);
+        kv_cache_store(kv, kv_layer, pos[b], row, row + R);
     }
     float *q_lat = lat, *o_lat = lat + (size_t)nb * heads * R, *q_rope = o_lat + (size_t)nb * heads * R;
     head_job j = {lw, nb, heads, nope, rope, c->v_head_dim, R, qk, q, q_lat, q_rope, o_lat, heads_out};

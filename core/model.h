@@ -22,17 +22,20 @@ size_t model_resident_bytes(const model *m);
 int model_has_mtp(const model *m);
 
 /* Latent KV cache of a set of layers: per token kv_lora_rank latent + qk_rope_head_dim rotated
- * k_rope values per layer (fp32). The main model uses layers [0, L); the MTP drafter its own cache
- * for layer L. len is the number of valid positions. */
+ * k_rope values per layer, stored as F32 (exact; the reference tests use it) or BF16 (half the
+ * memory: 70,272 bytes per token at R1 scale, what long contexts under a budget need). The main
+ * model uses layers [0, L); the MTP drafter its own cache for layer L. len is the number of valid
+ * positions. */
 typedef struct {
     int first_layer, n_layers, ctx, len;
     int latent_dim, rope_dim;
-    float *latent; /* [n_layers][ctx][latent_dim] */
-    float *krope;  /* [n_layers][ctx][rope_dim] */
+    dtype_t dtype;  /* DTYPE_F32 or DTYPE_BF16 */
+    void *latent;   /* [n_layers][ctx][latent_dim] */
+    void *krope;    /* [n_layers][ctx][rope_dim] */
 } kv_cache;
 
-size_t kv_cache_bytes(const model_config *c, int n_layers, int ctx);
-kv_cache *kv_cache_create(const model_config *c, int first_layer, int n_layers, int ctx);
+size_t kv_cache_bytes(const model_config *c, int n_layers, int ctx, dtype_t dtype);
+kv_cache *kv_cache_create(const model_config *c, int first_layer, int n_layers, int ctx, dtype_t dtype);
 void kv_cache_free(kv_cache *kv);
 /* Forget every position >= len (speculation rolls back a rejected draft this way). */
 void kv_cache_truncate(kv_cache *kv, int len);

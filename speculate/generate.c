@@ -135,8 +135,9 @@ int generate(model *m, expert_provider *ep, const int *prompt, int n_prompt, con
     opts.prefill_chunk = chunk;
     decoder d = {m, ep, &opts, st, NULL, NULL, c->vocab_size, c->hidden_size, NULL, NULL, NULL, err, errlen};
     int rc = -1;
-    d.kv = kv_cache_create(c, 0, c->num_hidden_layers, o->ctx);
-    d.mtp_kv = o->mtp ? kv_cache_create(c, c->num_hidden_layers, 1, o->ctx) : NULL;
+    dtype_t kvt = o->kv_bf16 ? DTYPE_BF16 : DTYPE_F32;
+    d.kv = kv_cache_create(c, 0, c->num_hidden_layers, o->ctx, kvt);
+    d.mtp_kv = o->mtp ? kv_cache_create(c, c->num_hidden_layers, 1, o->ctx, kvt) : NULL;
     d.logits = malloc(2 * (size_t)d.V * sizeof(float));
     d.mtp_logits = malloc(2 * (size_t)d.V * sizeof(float));
     d.hidden = malloc((size_t)(chunk > 2 ? chunk : 2) * d.H * sizeof(float));

@@ -29,6 +29,7 @@ typedef struct {
     int ctx;                 /* KV capacity in positions */
     int prefill_chunk;       /* prompt rows per prefill pass */
     int prefetch;            /* router-lookahead prefetch on/off */
+    int kv_bf16;             /* latent KV cache in BF16 instead of F32 */
     sampler *sampler;
     void (*on_token)(void *ctx, int token);      /* every generated token, in order */
     void *token_ctx;

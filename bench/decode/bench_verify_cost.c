@@ -75,8 +75,8 @@ int main(int argc, char **argv)
     if (prewarm(c, &ep)) return fail("pre-reading experts", ep.error(ep.self));
 
     int ctx = 64 + 2 * passes + 4;
-    kv_cache *kv = kv_cache_create(c, 0, c->num_hidden_layers, ctx);
-    kv_cache *mkv = model_has_mtp(m) ? kv_cache_create(c, c->num_hidden_layers, 1, ctx) : NULL;
+    kv_cache *kv = kv_cache_create(c, 0, c->num_hidden_layers, ctx, DTYPE_F32);
+    kv_cache *mkv = model_has_mtp(m) ? kv_cache_create(c, c->num_hidden_layers, 1, ctx, DTYPE_F32) : NULL;
     float *logits = malloc(2 * (size_t)c->vocab_size * sizeof(float)), *hidden = malloc(2 * (size_t)c->hidden_size * sizeof(float));
     int prompt[64], pos[64];
     for (int i = 0; i < 64; i++) { prompt[i] = (i * 7919 + 13) % c->vocab_size; pos[i] = i; }

@@ -152,6 +152,7 @@ static void check_bad_flags(const char *dir)
         {{"run", "-m", dir, "--ids", "1,2", "--mtp", "maybe", NULL}, "--mtp", 2},
         {{"run", "-m", dir, "--ids", "1,2", "--cache-policy", "fifo", NULL}, "--cache-policy", 2},
         {{"run", "-m", dir, "--ids", "1,2", "--frobnicate", NULL}, "--frobnicate", 2},
+        {{"run", "-m", dir, "--ids", "1,2", "--kv-dtype", "f16", NULL}, "--kv-dtype", 2},
         {{"run", "-m", dir, "--ids", "1,2", "--mem-budget", "lots", NULL}, "--mem-budget", 2},
         {{"run", "-m", dir, "--ids", "1,2", "--mem-budget", "1M", "--print-ids", NULL}, "memory budget too small", 2},
         {{"run", "-m", dir, "--ids", "1,99999", "-n", "2", "--print-ids", NULL}, "99999", 1},
@@ -198,6 +199,12 @@ static void check_budget(const char *dir)
     CHECK(r.status == 0 && first, "plan run failed: %s", r.err);
     if (!first) return;
     double fixed = plan_value(first, "resident_bytes") + plan_value(first, "kv_bytes") + plan_value(first, "buffer_bytes");
+    double kv_f32 = plan_value(first, "kv_bytes");
+    run_dsspec(&r, "run", "-m", dir, "-p", "def fibonacci(n):", "-n", "4", "--print-ids", "--ctx", "256", "--kv-dtype", "bf16",
+               "--report", report, NULL);
+    cJSON *half = read_json(report);
+    CHECK(r.status == 0 && half && plan_value(half, "kv_bytes") * 2 == kv_f32, "--kv-dtype bf16 must halve the KV plan: %s", r.err);
+    cJSON_Delete(half);
     double slot = plan_value(first, "slot_bytes"), total = plan_value(first, "total_experts");
     cJSON_Delete(first);
     for (int i = 1; i <= 2; i++) {

@@ -58,8 +58,8 @@ static void check_prompt(model *m, expert_provider *ep, const ref_prompt *p, con
     int T = p->n_ids, V = c->vocab_size, H = c->hidden_size;
     float *logits = malloc((size_t)T * V * sizeof(float)), *hidden = malloc((size_t)T * H * sizeof(float));
     int *pos = malloc(T * sizeof(int)), *next = malloc(T * sizeof(int));
-    kv_cache *kv = kv_cache_create(c, 0, c->num_hidden_layers, T + 1);
-    kv_cache *mkv = kv_cache_create(c, c->num_hidden_layers, 1, T + 1);
+    kv_cache *kv = kv_cache_create(c, 0, c->num_hidden_layers, T + 1, DTYPE_F32);
+    kv_cache *mkv = kv_cache_create(c, c->num_hidden_layers, 1, T + 1, DTYPE_F32);
     char err[512];
     route_check rc = {p, c->num_experts_per_tok, 0, 0};
     for (int t = 0; t < T; t++) pos[t] = t;

@@ -65,7 +65,7 @@ static void batch_and_rollback(fixture *f)
 {
     const model_config *c = model_get_config(f->m);
     int V = c->vocab_size, L = c->num_hidden_layers;
-    kv_cache *a = kv_cache_create(c, 0, L, 64), *b = kv_cache_create(c, 0, L, 64);
+    kv_cache *a = kv_cache_create(c, 0, L, 64, DTYPE_F32), *b = kv_cache_create(c, 0, L, 64, DTYPE_F32);
     float *la = malloc(2 * (size_t)V * sizeof(float)), *lb = malloc(2 * (size_t)V * sizeof(float));
     prefill(f, a, prompt, NP);
     prefill(f, b, prompt, NP);
@@ -79,15 +79,15 @@ static void batch_and_rollback(fixture *f)
 
     /* Rollback: a's row n+1 (the draft 300) is rejected; a must equal a cache that never saw it. */
     kv_cache_truncate(a, NP + 1);
-    kv_cache *c1 = kv_cache_create(c, 0, L, 64);
+    kv_cache *c1 = kv_cache_create(c, 0, L, 64, DTYPE_F32);
     prefill(f, c1, prompt, NP);
     forward_rows(f, c1, rows, NP, 1, lb);
     CHECK(a->len == c1->len, "KV length after reject %d, without the draft %d", a->len, c1->len);
     for (int l = 0; l < L; l++)
         for (int t = 0; t < a->len; t++) {
             size_t lo = ((size_t)l * a->ctx + t) * a->latent_dim, ro = ((size_t)l * a->ctx + t) * a->rope_dim;
-            CHECK(!memcmp(a->latent + lo, c1->latent + lo, a->latent_dim * sizeof(float)) &&
-                  !memcmp(a->krope + ro, c1->krope + ro, a->rope_dim * sizeof(float)), "KV layer %d position %d differs after reject", l, t);
+            CHECK(!memcmp((float *)a->latent + lo, (float *)c1->latent + lo, a->latent_dim * sizeof(float)) &&
+                  !memcmp((float *)a->krope + ro, (float *)c1->krope + ro, a->rope_dim * sizeof(float)), "KV layer %d position %d differs after reject", l, t);
         }
     int next = 42;
     forward_rows(f, a, &next, NP + 1, 1, la);
