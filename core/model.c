@@ -525,7 +525,7 @@ static void prefetch_next_layer(model *m, int layer, const float *resid, int nb,
     if (next >= m->cfg.num_hidden_layers || !m->layers[next].is_moe || !ep->prefetch) return;
     int E = m->cfg.n_routed_experts, k = m->router.top_k, H = m->cfg.hidden_size;
     float *logits = malloc((size_t)nb * E * sizeof(float)), *scratch = malloc(2 * (size_t)E * sizeof(float));
-    float *xn = malloc((size_t)nb * H * sizeof(float));
+    float *xn = calloc((size_t)nb * H, sizeof(float)); /* calloc: GCC cannot see rmsnorm fills it */
     int *guess = malloc((size_t)nb * k * sizeof(int));
     float w[64];
     if (logits && scratch && guess && xn) {
@@ -638,6 +638,9 @@ int model_decoder_layer(model *m, int layer, kv_cache *kv, expert_provider *ep, 
     if (lw->is_moe) {
         if (moe(m, layer, xn, x, nb, y, ep, req, err, errlen)) goto done;
     } else {
+        /* A dense layer just before a MoE layer still gets that layer's experts read in while its
+         * own MLP computes (R1's layer 2 -> 3). */
+        if (req && req->prefetch) prefetch_next_layer(m, layer, x, nb, ep);
         act = malloc((size_t)nb * I * sizeof(float));
         act2 = malloc((size_t)nb * I * sizeof(float));
         if (!act || !act2) { snprintf(err, errlen, "out of memory"); goto done; }
