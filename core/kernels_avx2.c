@@ -1,25 +1,10 @@
 /* AVX2 + FMA + F16C path (the i7-8700K class: no AVX-512): 16 columns per step as two 8-float
  * halves, FP8 through vcvtph2ps (see kernels_internal.h). Only 16 ymm registers: two weight rows
- * at a time for batches of up to 2, one row at a time for larger batch groups. */
+ * at a time for batches of up to 2, one row at a time for larger batch groups. The row loops and
+ * the batch and tile drivers are shared with the AVX-512 path: kernels_driver.h, included last. */
 #include <immintrin.h>
 #include <string.h>
 #include "core/kernels_internal.h"
-
-#define INLINE static inline __attribute__((always_inline))
-
-/* A single thread cannot keep enough DRAM reads in flight from demand loads and the hardware
- * prefetcher alone: ask for the bytes PREFETCH_BYTES ahead of where a row is being read. Two rows
- * are read side by side, so past the end of the row the next bytes needed are those of the row
- * after its sibling (rows + 2); with one row they simply follow. */
-#ifndef PREFETCH_BYTES
-#define PREFETCH_BYTES 4096
-#endif
-INLINE void prefetch_ahead(const void *row, size_t at, size_t row_bytes, int rows_side_by_side)
-{
-    size_t off = at + PREFETCH_BYTES;
-    if (off >= row_bytes) off += (size_t)(rows_side_by_side - 1) * row_bytes;
-    _mm_prefetch((const char *)row + off, _MM_HINT_T0);
-}
 
 typedef struct { __m256 lo, hi; } ps16;
 
@@ -68,7 +53,7 @@ INLINE ps16 load_w(dtype_t dt, const void *row, int c)
 /* n < 16 weights from column c, zero-padded: AVX2 has no byte-masked loads, so go via a buffer. */
 INLINE ps16 load_w_partial(dtype_t dt, const void *row, int c, int n)
 {
-    size_t esz = dt == DTYPE_F8_E4M3 ? 1 : dt == DTYPE_BF16 ? 2 : 4;
+    size_t esz = kernel_dtype_bytes(dt);
     _Alignas(32) unsigned char buf[64] = { 0 };
     memcpy(buf, (const char *)row + (size_t)c * esz, (size_t)n * esz);
     return load_w(dt, buf, 0);
@@ -119,7 +104,7 @@ INLINE void tail_chunk(dtype_t dt, int NR, int NB, const void *const *wrow, int 
 INLINE void dot_rows(dtype_t dt, int NR, int NB, const void *const *wrow, const float *const *srow,
                      int cols, const float *x, int ldx, float out[2][KERNEL_BATCH_GROUP])
 {
-    const size_t esz = dt == DTYPE_F8_E4M3 ? 1 : dt == DTYPE_BF16 ? 2 : 4;  /* bytes per weight */
+    const size_t esz = kernel_dtype_bytes(dt);
     __m256 tot[2][KERNEL_BATCH_GROUP];
 #pragma GCC unroll 2
     for (int i = 0; i < NR; i++)
@@ -165,99 +150,13 @@ INLINE void dot_rows(dtype_t dt, int NR, int NB, const void *const *wrow, const 
         for (int b = 0; b < NB; b++) out[i][b] = hsum256(tot[i][b]);
 }
 
-/* Demand misses at the start of a small matrix (an expert's 24 KiB, a router) are paid one
- * after another before the in-loop prefetch is far enough ahead: ask for the range's first bytes
- * (up to PREFETCH_BYTES, which the loop then keeps ahead of) before the first dot product. */
-INLINE void prefetch_range_start(const void *p, size_t bytes)
-{
-    size_t n = bytes < PREFETCH_BYTES ? bytes : PREFETCH_BYTES;
-    for (size_t o = 0; o < n; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
-}
-
-/* Rows [r0, r1) against NB x rows, with the kernel inlined and per-row addressing hoisted (small
- * matrices make hundreds of these per pass). Two rows per dot_rows call for batches of up to 2,
- * one row for 3 and 4 (16 ymm registers). */
-INLINE void range_rows(dtype_t dt, int NB, const matrix *w, int r0, int r1, const float *x, int ldx, float *y,
-                       int ldy)
-{
-    const int NR = NB <= 2 ? 2 : 1;
-    const size_t esz = dt == DTYPE_F8_E4M3 ? 1 : dt == DTYPE_BF16 ? 2 : 4;
-    const size_t row_bytes = (size_t)w->cols * esz;
-    const char *base = (const char *)w->data;
-    const int nsc = kernel_scale_cols(w->cols);
-    prefetch_range_start(base + (size_t)r0 * row_bytes, (size_t)(r1 - r0) * row_bytes);
-    for (int r = r0; r < r1; r += NR) {
-        const void *wrow[2] = { base + (size_t)r * row_bytes, base + (size_t)(r + 1) * row_bytes };
-        const float *srow[2] = { NULL, NULL };
-        if (dt == DTYPE_F8_E4M3) {
-            srow[0] = w->scale + (size_t)(r / KERNEL_BLOCK) * nsc;
-            srow[1] = w->scale + (size_t)((r + 1) / KERNEL_BLOCK) * nsc;
-        }
-        float out[2][KERNEL_BATCH_GROUP];
-        if (NR == 2 && r + 1 < r1) {
-            dot_rows(dt, 2, NB, wrow, srow, w->cols, x, ldx, out);
-#pragma GCC unroll 4
-            for (int b = 0; b < NB; b++) {
-                y[(size_t)b * ldy + (r - r0)] = out[0][b];
-                y[(size_t)b * ldy + (r - r0) + 1] = out[1][b];
-            }
-        } else {
-            dot_rows(dt, 1, NB, wrow, srow, w->cols, x, ldx, out);
-#pragma GCC unroll 4
-            for (int b = 0; b < NB; b++) y[(size_t)b * ldy + (r - r0)] = out[0][b];
-        }
-    }
-}
-
-typedef void (*range_rows_fn)(const matrix *w, int r0, int r1, const float *x, int ldx, float *y, int ldy);
-
-#define RANGE_ROWS_VARIANT(name, dt, nb)                                                                 \
-    static void name(const matrix *w, int r0, int r1, const float *x, int ldx, float *y, int ldy)          \
-    {                                                                                                     \
-        range_rows(dt, nb, w, r0, r1, x, ldx, y, ldy);                                                    \
-    }
-#define RANGE_ROWS_DTYPE(tag, dt)                                                                         \
-    RANGE_ROWS_VARIANT(tag##_1, dt, 1) RANGE_ROWS_VARIANT(tag##_2, dt, 2)                                 \
-    RANGE_ROWS_VARIANT(tag##_3, dt, 3) RANGE_ROWS_VARIANT(tag##_4, dt, 4)                                 \
-    static const range_rows_fn tag##_table[KERNEL_BATCH_GROUP] = { tag##_1, tag##_2, tag##_3, tag##_4 };
-
-RANGE_ROWS_DTYPE(range_f8, DTYPE_F8_E4M3)
-RANGE_ROWS_DTYPE(range_bf16, DTYPE_BF16)
-RANGE_ROWS_DTYPE(range_f32, DTYPE_F32)
-
-/* Batches beyond one group (prefill) take a 16-row slice through every batch group before moving
- * on, so the slice's weights are read from memory once and then served from L1/L2. */
-enum { RANGE_SLICE_ROWS = 16 };
-
-void matvec_range_avx2(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy)
-{
-    const range_rows_fn *table;
-    switch (w->dtype) {
-    case DTYPE_F8_E4M3: table = range_f8_table; break;
-    case DTYPE_BF16: table = range_bf16_table; break;
-    case DTYPE_F32: table = range_f32_table; break;
-    default: kernels_unsupported_dtype(w->dtype, "matvec_range"); return;
-    }
-    if (nb <= KERNEL_BATCH_GROUP) {
-        table[nb - 1](w, r0, r1, x, ldx, y, ldy);
-        return;
-    }
-    for (int r = r0; r < r1; r += RANGE_SLICE_ROWS) {
-        int re = r1 - r < RANGE_SLICE_ROWS ? r1 : r + RANGE_SLICE_ROWS;
-        for (int b0 = 0; b0 < nb; b0 += KERNEL_BATCH_GROUP) {
-            int nbg = nb - b0 < KERNEL_BATCH_GROUP ? nb - b0 : KERNEL_BATCH_GROUP;
-            table[nbg - 1](w, r, re, x + (size_t)b0 * ldx, ldx, y + (size_t)b0 * ldy + (r - r0), ldy);
-        }
-    }
-}
-
 /* The transposed product, one tile of 16*TP columns x NB (1..4) batch rows held in registers while
  * the rows r0..r1 stream by: y_b[c] = fma(W[r][c], x_b[r] * block scale, y_b[c]) in ascending r,
  * the same operations whatever the tiling, so batch and range invariance hold. */
 INLINE void t_tile(dtype_t dt, int NB, int TP, const matrix *w, int r0, int r1, int c0, const float *x, int ldx,
                    float *y, int ldy)
 {
-    const size_t esz = dt == DTYPE_F8_E4M3 ? 1 : dt == DTYPE_BF16 ? 2 : 4;  /* bytes per weight */
+    const size_t esz = kernel_dtype_bytes(dt);
     int n = w->cols - c0 < 16 * TP ? w->cols - c0 : 16 * TP;
     ps16 acc[KERNEL_BATCH_GROUP][2];
 #pragma GCC unroll 4
@@ -309,38 +208,10 @@ INLINE void t_tile(dtype_t dt, int NB, int TP, const matrix *w, int r0, int r1, 
     }
 }
 
-/* Tile width per batch group: 32 columns while the accumulators fit in the 16 ymm registers,
- * 16 for groups of 3 and 4. */
-static int t_tile_cols(int nbg) { return nbg <= 2 ? 32 : 16; }
-
-typedef void (*t_tile_fn)(const matrix *w, int r0, int r1, int c0, const float *x, int ldx, float *y, int ldy);
-
-#define T_TILE_VARIANT(name, dt, nb)                                                                   \
-    static void name(const matrix *w, int r0, int r1, int c0, const float *x, int ldx, float *y, int ldy) \
-    {                                                                                                 \
-        t_tile(dt, nb, nb <= 2 ? 2 : 1, w, r0, r1, c0, x, ldx, y, ldy);                               \
-    }
-#define T_TILE_DTYPE(tag, dt)                                                                         \
-    T_TILE_VARIANT(tag##_1, dt, 1) T_TILE_VARIANT(tag##_2, dt, 2) T_TILE_VARIANT(tag##_3, dt, 3)      \
-    T_TILE_VARIANT(tag##_4, dt, 4)                                                                    \
-    static const t_tile_fn tag##_table[KERNEL_BATCH_GROUP] = { tag##_1, tag##_2, tag##_3, tag##_4 };
-
-T_TILE_DTYPE(t_tile_f8, DTYPE_F8_E4M3)
-T_TILE_DTYPE(t_tile_bf16, DTYPE_BF16)
-T_TILE_DTYPE(t_tile_f32, DTYPE_F32)
-
-void matvec_t_range_avx2(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy)
-{
-    const t_tile_fn *table;
-    switch (w->dtype) {
-    case DTYPE_F8_E4M3: table = t_tile_f8_table; break;
-    case DTYPE_BF16: table = t_tile_bf16_table; break;
-    case DTYPE_F32: table = t_tile_f32_table; break;
-    default: kernels_unsupported_dtype(w->dtype, "matvec_t_range"); return;
-    }
-    for (int b0 = 0; b0 < nb; b0 += KERNEL_BATCH_GROUP) {
-        int nbg = nb - b0 < KERNEL_BATCH_GROUP ? nb - b0 : KERNEL_BATCH_GROUP;
-        for (int c0 = 0; c0 < w->cols; c0 += t_tile_cols(nbg))
-            table[nbg - 1](w, r0, r1, c0, x + (size_t)b0 * ldx, ldx, y + (size_t)b0 * ldy, ldy);
-    }
-}
+/* Two weight rows per dot_rows call for batch groups of up to 2, one for 3 and 4, and t_tile
+ * widths of 32 columns while the accumulators fit in the 16 ymm registers, 16 for groups of 3 and
+ * 4. The driver defines matvec_range_avx2 and matvec_t_range_avx2 from these. */
+#define KERNEL_ISA avx2
+#define DOT_ROWS_PER_CALL(nb) ((nb) <= 2 ? 2 : 1)
+#define T_TILE_VECTORS(nb) ((nb) <= 2 ? 2 : 1)
+#include "core/kernels_driver.h"

@@ -1,23 +1,8 @@
-/* AVX-512 path: 16 columns per vector, FP8 through vcvtph2ps (see kernels_internal.h). */
+/* AVX-512 path: 16 columns per vector, FP8 through vcvtph2ps (see kernels_internal.h). The row
+ * loops and the batch and tile drivers are shared with the AVX2 path: kernels_driver.h, included
+ * last. */
 #include <immintrin.h>
 #include "core/kernels_internal.h"
-
-#define INLINE static inline __attribute__((always_inline))
-
-/* A single thread cannot keep enough DRAM reads in flight from demand loads and the hardware
- * prefetcher alone: ask for the bytes PREFETCH_BYTES ahead of where a row is being read. Two rows
- * are read side by side, so past the end of the row the next bytes needed are those of the row
- * after its sibling (rows + 2); with one row they simply follow. */
-#ifndef PREFETCH_BYTES
-#define PREFETCH_BYTES 4096
-#endif
-INLINE void prefetch_ahead(const void *row, size_t at, size_t row_bytes, int rows_side_by_side)
-{
-    size_t off = at + PREFETCH_BYTES;
-    if (off >= row_bytes) off += (size_t)(rows_side_by_side - 1) * row_bytes;
-    _mm_prefetch((const char *)row + off, _MM_HINT_T0);
-}
-
 
 /* fp8 bytes -> fp16 bits (b & 0x80) << 8 | (b & 0x7F) << 7: sign-extending to 16 bits and shifting
  * left by 7 puts the sign in bit 15 and a copy of it in bit 14, which the mask clears. */
@@ -80,7 +65,7 @@ INLINE void tail_chunk(dtype_t dt, int NR, int NB, const void *const *wrow, int 
 INLINE void dot_rows(dtype_t dt, int NR, int NB, const void *const *wrow, const float *const *srow,
                      int cols, const float *x, int ldx, float out[2][KERNEL_BATCH_GROUP])
 {
-    const size_t esz = dt == DTYPE_F8_E4M3 ? 1 : dt == DTYPE_BF16 ? 2 : 4;  /* bytes per weight */
+    const size_t esz = kernel_dtype_bytes(dt);
     __m512 tot[2][KERNEL_BATCH_GROUP];
 #pragma GCC unroll 2
     for (int i = 0; i < NR; i++)
@@ -135,101 +120,13 @@ INLINE void dot_rows(dtype_t dt, int NR, int NB, const void *const *wrow, const 
         for (int b = 0; b < NB; b++) out[i][b] = _mm512_reduce_add_ps(tot[i][b]);
 }
 
-/* Demand misses at the start of a small matrix (an expert's 24 KiB, a router) are paid one
- * after another before the in-loop prefetch is far enough ahead: ask for the range's first bytes
- * (up to PREFETCH_BYTES, which the loop then keeps ahead of) before the first dot product. */
-INLINE void prefetch_range_start(const void *p, size_t bytes)
-{
-    size_t n = bytes < PREFETCH_BYTES ? bytes : PREFETCH_BYTES;
-    for (size_t o = 0; o < n; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
-}
-
-/* Rows [r0, r1) against NB x rows (every nb of a batch group), two rows per dot_rows call with
- * the kernel inlined: small matrices (96x256 experts, 256x96 expert downs) make hundreds of
- * these calls per pass, so per-row addressing is hoisted and no call goes through a pointer. */
-INLINE void range_rows(dtype_t dt, int NB, const matrix *w, int r0, int r1, const float *x, int ldx, float *y,
-                       int ldy)
-{
-    const size_t esz = dt == DTYPE_F8_E4M3 ? 1 : dt == DTYPE_BF16 ? 2 : 4;
-    const size_t row_bytes = (size_t)w->cols * esz;
-    const char *base = (const char *)w->data;
-    const int nsc = kernel_scale_cols(w->cols);
-    prefetch_range_start(base + (size_t)r0 * row_bytes, (size_t)(r1 - r0) * row_bytes);
-    int r = r0;
-    for (; r + 2 <= r1; r += 2) {
-        const void *wrow[2] = { base + (size_t)r * row_bytes, base + (size_t)(r + 1) * row_bytes };
-        const float *srow[2] = { NULL, NULL };
-        if (dt == DTYPE_F8_E4M3) {
-            srow[0] = w->scale + (size_t)(r / KERNEL_BLOCK) * nsc;
-            srow[1] = w->scale + (size_t)((r + 1) / KERNEL_BLOCK) * nsc;
-        }
-        float out[2][KERNEL_BATCH_GROUP];
-        dot_rows(dt, 2, NB, wrow, srow, w->cols, x, ldx, out);
-#pragma GCC unroll 4
-        for (int b = 0; b < NB; b++) {
-            y[(size_t)b * ldy + (r - r0)] = out[0][b];
-            y[(size_t)b * ldy + (r - r0) + 1] = out[1][b];
-        }
-    }
-    if (r < r1) {
-        const void *wrow[2] = { base + (size_t)r * row_bytes, NULL };
-        const float *srow[2] = { dt == DTYPE_F8_E4M3 ? w->scale + (size_t)(r / KERNEL_BLOCK) * nsc : NULL, NULL };
-        float out[2][KERNEL_BATCH_GROUP];
-        dot_rows(dt, 1, NB, wrow, srow, w->cols, x, ldx, out);
-#pragma GCC unroll 4
-        for (int b = 0; b < NB; b++) y[(size_t)b * ldy + (r - r0)] = out[0][b];
-    }
-}
-
-typedef void (*range_rows_fn)(const matrix *w, int r0, int r1, const float *x, int ldx, float *y, int ldy);
-
-#define RANGE_ROWS_VARIANT(name, dt, nb)                                                                 \
-    static void name(const matrix *w, int r0, int r1, const float *x, int ldx, float *y, int ldy)          \
-    {                                                                                                     \
-        range_rows(dt, nb, w, r0, r1, x, ldx, y, ldy);                                                    \
-    }
-#define RANGE_ROWS_DTYPE(tag, dt)                                                                         \
-    RANGE_ROWS_VARIANT(tag##_1, dt, 1) RANGE_ROWS_VARIANT(tag##_2, dt, 2)                                 \
-    RANGE_ROWS_VARIANT(tag##_3, dt, 3) RANGE_ROWS_VARIANT(tag##_4, dt, 4)                                 \
-    static const range_rows_fn tag##_table[KERNEL_BATCH_GROUP] = { tag##_1, tag##_2, tag##_3, tag##_4 };
-
-RANGE_ROWS_DTYPE(range_f8, DTYPE_F8_E4M3)
-RANGE_ROWS_DTYPE(range_bf16, DTYPE_BF16)
-RANGE_ROWS_DTYPE(range_f32, DTYPE_F32)
-
-/* Batches beyond one group (prefill) take a 16-row slice through every batch group before moving
- * on, so the slice's weights are read from memory once and then served from L1/L2. */
-enum { RANGE_SLICE_ROWS = 16 };
-
-void matvec_range_avx512(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy)
-{
-    const range_rows_fn *table;
-    switch (w->dtype) {
-    case DTYPE_F8_E4M3: table = range_f8_table; break;
-    case DTYPE_BF16: table = range_bf16_table; break;
-    case DTYPE_F32: table = range_f32_table; break;
-    default: kernels_unsupported_dtype(w->dtype, "matvec_range"); return;
-    }
-    if (nb <= KERNEL_BATCH_GROUP) {
-        table[nb - 1](w, r0, r1, x, ldx, y, ldy);
-        return;
-    }
-    for (int r = r0; r < r1; r += RANGE_SLICE_ROWS) {
-        int re = r1 - r < RANGE_SLICE_ROWS ? r1 : r + RANGE_SLICE_ROWS;
-        for (int b0 = 0; b0 < nb; b0 += KERNEL_BATCH_GROUP) {
-            int nbg = nb - b0 < KERNEL_BATCH_GROUP ? nb - b0 : KERNEL_BATCH_GROUP;
-            table[nbg - 1](w, r, re, x + (size_t)b0 * ldx, ldx, y + (size_t)b0 * ldy + (r - r0), ldy);
-        }
-    }
-}
-
 /* The transposed product, one tile of 16*TV columns x NB (1..4) batch rows held in registers while
  * the rows r0..r1 stream by: y_b[c] = fma(W[r][c], x_b[r] * block scale, y_b[c]) in ascending r,
  * the same operations whatever the tiling, so batch and range invariance hold. */
 INLINE void t_tile(dtype_t dt, int NB, int TV, const matrix *w, int r0, int r1, int c0, const float *x, int ldx,
                    float *y, int ldy)
 {
-    const size_t esz = dt == DTYPE_F8_E4M3 ? 1 : dt == DTYPE_BF16 ? 2 : 4;  /* bytes per weight */
+    const size_t esz = kernel_dtype_bytes(dt);
     int n = w->cols - c0 < 16 * TV ? w->cols - c0 : 16 * TV;
     __mmask16 m[4];
     __m512 acc[KERNEL_BATCH_GROUP][4];
@@ -276,38 +173,10 @@ INLINE void t_tile(dtype_t dt, int NB, int TV, const matrix *w, int r0, int r1, 
         for (int v = 0; v < TV; v++) _mm512_mask_storeu_ps(y + (size_t)b * ldy + c0 + 16 * v, m[v], acc[b][v]);
 }
 
-/* Tile width per batch group: 64 columns (whole cache lines of FP8) while the accumulators fit in
- * registers, 32 for groups of 3 and 4. */
-static int t_tile_cols(int nbg) { return nbg <= 2 ? 64 : 32; }
-
-typedef void (*t_tile_fn)(const matrix *w, int r0, int r1, int c0, const float *x, int ldx, float *y, int ldy);
-
-#define T_TILE_VARIANT(name, dt, nb)                                                                   \
-    static void name(const matrix *w, int r0, int r1, int c0, const float *x, int ldx, float *y, int ldy) \
-    {                                                                                                 \
-        t_tile(dt, nb, nb <= 2 ? 4 : 2, w, r0, r1, c0, x, ldx, y, ldy);                               \
-    }
-#define T_TILE_DTYPE(tag, dt)                                                                         \
-    T_TILE_VARIANT(tag##_1, dt, 1) T_TILE_VARIANT(tag##_2, dt, 2) T_TILE_VARIANT(tag##_3, dt, 3)      \
-    T_TILE_VARIANT(tag##_4, dt, 4)                                                                    \
-    static const t_tile_fn tag##_table[KERNEL_BATCH_GROUP] = { tag##_1, tag##_2, tag##_3, tag##_4 };
-
-T_TILE_DTYPE(t_tile_f8, DTYPE_F8_E4M3)
-T_TILE_DTYPE(t_tile_bf16, DTYPE_BF16)
-T_TILE_DTYPE(t_tile_f32, DTYPE_F32)
-
-void matvec_t_range_avx512(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy)
-{
-    const t_tile_fn *table;
-    switch (w->dtype) {
-    case DTYPE_F8_E4M3: table = t_tile_f8_table; break;
-    case DTYPE_BF16: table = t_tile_bf16_table; break;
-    case DTYPE_F32: table = t_tile_f32_table; break;
-    default: kernels_unsupported_dtype(w->dtype, "matvec_t_range"); return;
-    }
-    for (int b0 = 0; b0 < nb; b0 += KERNEL_BATCH_GROUP) {
-        int nbg = nb - b0 < KERNEL_BATCH_GROUP ? nb - b0 : KERNEL_BATCH_GROUP;
-        for (int c0 = 0; c0 < w->cols; c0 += t_tile_cols(nbg))
-            table[nbg - 1](w, r0, r1, c0, x + (size_t)b0 * ldx, ldx, y + (size_t)b0 * ldy, ldy);
-    }
-}
+/* Two weight rows per dot_rows call for every batch group (32 zmm registers), and t_tile widths of
+ * 64 columns (whole cache lines of FP8) while the accumulators fit in registers, 32 for groups of
+ * 3 and 4. The driver defines matvec_range_avx512 and matvec_t_range_avx512 from these. */
+#define KERNEL_ISA avx512
+#define DOT_ROWS_PER_CALL(nb) 2
+#define T_TILE_VECTORS(nb) ((nb) <= 2 ? 4 : 2)
+#include "core/kernels_driver.h"

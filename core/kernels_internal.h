@@ -36,10 +36,41 @@ static inline const float *kernel_scale_row(const matrix *w, int r)
     return w->scale + (size_t)(r / KERNEL_BLOCK) * (size_t)kernel_scale_cols(w->cols);
 }
 
+/* Bytes per weight of the three dtypes that have kernels. */
+static inline size_t kernel_dtype_bytes(dtype_t t) { return t == DTYPE_F8_E4M3 ? 1 : t == DTYPE_BF16 ? 2 : 4; }
+
 static inline const void *kernel_weight_row(const matrix *w, int r)
 {
-    size_t esz = w->dtype == DTYPE_F8_E4M3 ? 1 : w->dtype == DTYPE_BF16 ? 2 : 4;
-    return (const char *)w->data + (size_t)r * (size_t)w->cols * esz;
+    return (const char *)w->data + (size_t)r * (size_t)w->cols * kernel_dtype_bytes(w->dtype);
+}
+
+/* ---- shared by the SIMD paths (kernels_avx2.c, kernels_avx512.c) ---- */
+
+/* Their hot helpers must inline into loops compiled for their own ISA. */
+#define INLINE static inline __attribute__((always_inline))
+
+/* A single thread cannot keep enough DRAM reads in flight from demand loads and the hardware
+ * prefetcher alone: ask for the bytes PREFETCH_BYTES ahead of where a row is being read. Two rows
+ * are read side by side, so past the end of the row the next bytes needed are those of the row
+ * after its sibling (rows + 2); with one row they simply follow. (__builtin_prefetch(p, 0, 3) is
+ * prefetcht0, what _mm_prefetch(p, _MM_HINT_T0) emits, without needing the intrinsics header.) */
+#ifndef PREFETCH_BYTES
+#define PREFETCH_BYTES 4096
+#endif
+INLINE void prefetch_ahead(const void *row, size_t at, size_t row_bytes, int rows_side_by_side)
+{
+    size_t off = at + PREFETCH_BYTES;
+    if (off >= row_bytes) off += (size_t)(rows_side_by_side - 1) * row_bytes;
+    __builtin_prefetch((const char *)row + off, 0, 3);
+}
+
+/* Demand misses at the start of a small matrix (an expert's 24 KiB, a router) are paid one
+ * after another before the in-loop prefetch is far enough ahead: ask for the range's first bytes
+ * (up to PREFETCH_BYTES, which the loop then keeps ahead of) before the first dot product. */
+INLINE void prefetch_range_start(const void *p, size_t bytes)
+{
+    size_t n = bytes < PREFETCH_BYTES ? bytes : PREFETCH_BYTES;
+    for (size_t o = 0; o < n; o += 64) __builtin_prefetch((const char *)p + o, 0, 3);
 }
 
 #endif
