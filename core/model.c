@@ -446,6 +446,31 @@ static void attend_row(model *m, const kv_cache *kv, int kv_layer, const float *
     thread_pool_for(m->pool, (heads + HEADS_PER_GROUP - 1) / HEADS_PER_GROUP, weighted_latents, &w);
 }
 
+/* The latent KV entries of rows from the layer's normalized input: kv_a, the latent's norm, the
+ * rotated k_rope. A row's entry depends on nothing but its own input. ckv: [nb][R + rope] scratch. */
+static void write_kv_rows(model *m, const layer_weights *lw, kv_cache *kv, int kv_layer, const float *xn,
+                          const int *pos, int nb, float *ckv)
+{
+    int R = m->cfg.kv_lora_rank, rope = m->cfg.qk_rope_head_dim;
+    matvec(m->pool, &lw->kv_a, xn, nb, ckv);
+    for (int b = 0; b < nb; b++) {
+        float *row = ckv + (size_t)b * (R + rope);
+        model_rmsnorm(row, lw->kv_a_norm, R, LATENT_NORM_EPS, row);
+        rope_apply(&m->rope, row + R, pos[b]);
+        kv_cache_store(kv, kv_layer, pos[b], row, row + R);
+    }
+}
+
+static int check_positions(const kv_cache *kv, const int *pos, int nb, int *max_pos, char *err, size_t errlen)
+{
+    *max_pos = 0;
+    for (int b = 0; b < nb; b++) {
+        if (pos[b] < 0 || pos[b] >= kv->ctx) { snprintf(err, errlen, "position %d is outside the context (--ctx %d)", pos[b], kv->ctx); return -1; }
+        if (pos[b] > *max_pos) *max_pos = pos[b];
+    }
+    return 0;
+}
+
 /* xn: [nb][H] normalized input; out: [nb][H] attention output (before the residual add). */
 static int attention(model *m, int layer, kv_cache *kv, const float *xn, const int *pos, int nb, float *out,
                      char *err, size_t errlen)
@@ -454,11 +479,8 @@ static int attention(model *m, int layer, kv_cache *kv, const float *xn, const i
     const layer_weights *lw = &m->layers[layer];
     int heads = c->num_attention_heads, nope = c->qk_nope_head_dim, rope = c->qk_rope_head_dim;
     int qk = nope + rope, R = c->kv_lora_rank, ql = c->q_lora_rank;
-    int kv_layer = layer - kv->first_layer, max_pos = 0;
-    for (int b = 0; b < nb; b++) {
-        if (pos[b] < 0 || pos[b] >= kv->ctx) { snprintf(err, errlen, "position %d is outside the context (--ctx %d)", pos[b], kv->ctx); return -1; }
-        if (pos[b] > max_pos) max_pos = pos[b];
-    }
+    int kv_layer = layer - kv->first_layer, max_pos;
+    if (check_positions(kv, pos, nb, &max_pos, err, errlen)) return -1;
     float *qa = malloc((size_t)nb * ql * sizeof(float));
     float *q = malloc((size_t)nb * heads * qk * sizeof(float));
     float *ckv = malloc((size_t)nb * (R + rope) * sizeof(float));
@@ -471,14 +493,9 @@ static int attention(model *m, int layer, kv_cache *kv, const float *xn, const i
     matvec(m->pool, &lw->q_a, xn, nb, qa);
     for (int b = 0; b < nb; b++) model_rmsnorm(qa + (size_t)b * ql, lw->q_a_norm, ql, LATENT_NORM_EPS, qa + (size_t)b * ql);
     matvec(m->pool, &lw->q_b, qa, nb, q);
-    matvec(m->pool, &lw->kv_a, xn, nb, ckv);
-    for (int b = 0; b < nb; b++) {
+    for (int b = 0; b < nb; b++)
         for (int h = 0; h < heads; h++) rope_apply(&m->rope, q + ((size_t)b * heads + h) * qk + nope, pos[b]);
-        float *row = ckv + (size_t)b * (R + rope);
-        model_rmsnorm(row, lw->kv_a_norm, R, LATENT_NORM_EPS, row);
-        rope_apply(&m->rope, row + R, pos[b]);
-        kv_cache_store(kv, kv_layer, pos[b], row, row + R);
-    }
+    write_kv_rows(m, lw, kv, kv_layer, xn, pos, nb, ckv);
     float *q_lat = lat, *o_lat = lat + (size_t)nb * heads * R, *q_rope = o_lat + (size_t)nb * heads * R;
     head_job j = {lw, nb, heads, nope, rope, c->v_head_dim, R, qk, q, q_lat, q_rope, o_lat, heads_out};
     thread_pool_for(m->pool, heads, absorb_query, &j);
@@ -650,6 +667,23 @@ int model_decoder_layer(model *m, int layer, kv_cache *kv, expert_provider *ep, 
     rc = 0;
 done:
     free(xn); free(y); free(act); free(act2);
+    return rc;
+}
+
+int model_layer_write_kv(model *m, int layer, kv_cache *kv, const float *x, const int *pos, int nb, char *err, size_t errlen)
+{
+    const model_config *c = &m->cfg;
+    const layer_weights *lw = &m->layers[layer];
+    int H = c->hidden_size, max_pos;
+    if (check_positions(kv, pos, nb, &max_pos, err, errlen)) return -1;
+    float *xn = malloc((size_t)nb * H * sizeof(float));
+    float *ckv = malloc((size_t)nb * (c->kv_lora_rank + c->qk_rope_head_dim) * sizeof(float));
+    int rc = xn && ckv ? 0 : -1;
+    if (rc) snprintf(err, errlen, "out of memory");
+    for (int b = 0; rc == 0 && b < nb; b++) model_rmsnorm(x + (size_t)b * H, lw->input_norm, H, c->rms_norm_eps, xn + (size_t)b * H);
+    if (rc == 0) write_kv_rows(m, lw, kv, layer - kv->first_layer, xn, pos, nb, ckv);
+    free(xn);
+    free(ckv);
     return rc;
 }
 

@@ -65,6 +65,10 @@ void model_rmsnorm(const float *x, const float *w, int n, double eps, float *out
 int model_decoder_layer(model *m, int layer, kv_cache *kv, expert_provider *ep, float *x, const int *pos, int nb,
                         forward_request *req, char *err, size_t errlen);
 
+/* Only the KV entries layer `layer` would write for rows x (its input) at pos: what a row needs when
+ * nothing reads its output, only later rows its keys (the MTP rows whose logits are not wanted). */
+int model_layer_write_kv(model *m, int layer, kv_cache *kv, const float *x, const int *pos, int nb, char *err, size_t errlen);
+
 /* MTP layer extras (layer index L = num_hidden_layers): NULL when the checkpoint has none. */
 typedef struct {
     const float *enorm, *hnorm, *head_norm; /* [H] */

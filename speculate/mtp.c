@@ -21,15 +21,17 @@ int mtp_forward(model *m, kv_cache *mtp_kv, expert_provider *ep, const float *hi
         model_rmsnorm(hidden + (size_t)b * H, x->hnorm, H, c->rms_norm_eps, cat + (size_t)b * 2 * H + H);
     }
     model_bf16_matvec(m, x->eh_proj_data, H, 2 * H, cat, nb, u);
-    if (model_decoder_layer(m, c->num_hidden_layers, mtp_kv, ep, u, pos, nb, NULL, err, errlen)) goto done;
+    /* Rows whose logits nobody reads only leave their KV entry for later MTP rows; the block is the
+     * last layer, so their outputs would go nowhere: write the entry, skip attention and experts. */
+    int L = c->num_hidden_layers, full = logits ? logits_from : nb;
+    if (full > 0 && model_layer_write_kv(m, L, mtp_kv, u, pos, full, err, errlen)) goto done;
+    if (full < nb && model_decoder_layer(m, L, mtp_kv, ep, u + (size_t)full * H, pos + full, nb - full, NULL, err, errlen))
+        goto done;
     int max_pos = 0;
-    for (int b = 0; b < nb; b++) {
-        model_rmsnorm(u + (size_t)b * H, x->head_norm, H, c->rms_norm_eps, u + (size_t)b * H);
-        if (pos[b] > max_pos) max_pos = pos[b];
-    }
+    for (int b = 0; b < nb; b++) if (pos[b] > max_pos) max_pos = pos[b];
     if (max_pos + 1 > mtp_kv->len) mtp_kv->len = max_pos + 1;
-    if (logits && logits_from < nb)
-        model_bf16_matvec(m, x->head_data, c->vocab_size, H, u + (size_t)logits_from * H, nb - logits_from, logits);
+    for (int b = full; b < nb; b++) model_rmsnorm(u + (size_t)b * H, x->head_norm, H, c->rms_norm_eps, u + (size_t)b * H);
+    if (full < nb) model_bf16_matvec(m, x->head_data, c->vocab_size, H, u + (size_t)full * H, nb - full, logits);
     rc = 0;
 done:
     free(emb); free(cat); free(u);

@@ -11,7 +11,8 @@
 
 /* MTP pass: row i pairs the main model's post-norm hidden h_i with the embedding of the NEXT token
  * x_{i+1} (embedding first in the concat) and runs the MTP block at position pos[i] with its own KV.
- * logits: [nb][V] or NULL; rows from logits_from on. */
+ * logits: [nb - logits_from][V] for rows logits_from.. (NULL: none). Rows before logits_from (all rows
+ * when logits is NULL) only write their MTP KV entries: nothing reads their block outputs. */
 int mtp_forward(model *m, kv_cache *mtp_kv, expert_provider *ep, const float *hidden, const int *next_tokens,
                 const int *pos, int nb, float *logits, int logits_from, char *err, size_t errlen);
 
