@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Prefill and decode tokens/s on the reference fixtures and the embedded model (MTP off and on,
 # all experts cached), then `dsspec ab` on the embedded model with a large cache (compute-bound)
-# and a small one (I/O-bound: a budget that leaves ~15% of the experts, cold O_DIRECT reads).
+# and a small one (I/O-bound: a budget that leaves ~20% of the experts, cold O_DIRECT reads).
+# The A/B runs generate 1000 tokens so that the cold start (every run begins with an empty cache)
+# does not dominate the compute-bound comparison.
 #
 # usage: bench/decode/speed.sh [BUILD_DIR] [THREADS]     needs python3 for the table
 set -euo pipefail
@@ -15,7 +17,7 @@ prompt_ids=$(python3 -c "print(','.join(str((i * 37 + 11) % 500) for i in range(
 
 for m in tests/fixtures/tiny_r1 tests/fixtures/tiny_b models/dsspec-tiny; do
   for mtp in off on; do
-    "$dsspec" run -m "$m" --ids "0,$prompt_ids" -n 128 --temp 0 --print-ids --mtp "$mtp" -t "$threads" --ctx 512 \
+    "$dsspec" run -m "$m" --ids "0,$prompt_ids" -n 400 --temp 0 --print-ids --mtp "$mtp" -t "$threads" --ctx 1024 \
         --quiet --report "$out/$(basename $m)-$mtp.json" >/dev/null
   done
 done
@@ -32,6 +34,6 @@ prompt='import numpy as np
 
 def softmax(x):'
 echo; echo "dsspec ab, embedded model, all 256 experts cacheable (compute-bound):"
-"$dsspec" ab -p "$prompt" -n 256 --temp 0 --ctx 1024 -t "$threads"
-echo; echo "dsspec ab, embedded model, --mem-budget 34M (I/O-bound: a small expert cache):"
-"$dsspec" ab -p "$prompt" -n 256 --temp 0 --ctx 1024 -t "$threads" --mem-budget 34M
+"$dsspec" ab -p "$prompt" -n 1000 --temp 0 --ctx 2048 -t "$threads"
+echo; echo "dsspec ab, embedded model, --mem-budget 40M (I/O-bound: a small expert cache):"
+"$dsspec" ab -p "$prompt" -n 1000 --temp 0 --ctx 2048 -t "$threads" --mem-budget 40M
