@@ -379,12 +379,19 @@ int run_once(const run_options *opts, int quiet_output, run_result *res)
     sampler *smp = NULL;
     run_state s = {0};
     memset(res, 0, sizeof *res);
+    /* Ctrl-C from here on stops generation cleanly (even while the model loads): what was generated
+     * is printed and the report written. */
+    interrupted = 0;
+    struct sigaction sa = {0}, old_sigint;
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, &old_sigint);
     s.o = &o;
     s.quiet_output = quiet_output;
     s.res = res;
 
     if (!o.ids && !o.prompt_text && !o.prompt_file && !o.messages_file) {
         fprintf(stderr, "dsspec: no prompt: give -p TEXT, -f FILE, --ids LIST or --chat=FILE\n");
+        sigaction(SIGINT, &old_sigint, NULL);
         return 2;
     }
     if (engine_open(&e, o.model_dir, o.threads, o.cpu, err, sizeof err)) goto done;
@@ -430,13 +437,8 @@ int run_once(const run_options *opts, int quiet_output, run_result *res)
                      .prefetch = o.prefetch, .kv_bf16 = o.kv_bf16, .sampler = smp, .on_token = on_token, .token_ctx = &s,
                      .on_step = on_step, .step_ctx = &s, .on_route = s.trace ? on_route : NULL, .route_ctx = &s};
     s.live = &res->gen;
-    interrupted = 0;
-    struct sigaction sa = {0}, old;
-    sa.sa_handler = on_sigint;
-    sigaction(SIGINT, &sa, &old);
     clock_gettime(CLOCK_MONOTONIC, &s.start);
-    int gen_rc = generate(e.m, &ep, prompt, n_prompt, &g, &res->gen, err, sizeof err);
-    sigaction(SIGINT, &old, NULL);
+    int gen_rc = interrupted ? 0 : generate(e.m, &ep, prompt, n_prompt, &g, &res->gen, err, sizeof err);
     res->interrupted = interrupted;
 
     /* What was generated is printed and reported even when a read failed midway: no lost work. */
@@ -478,5 +480,6 @@ done:
     tokenizer_free(tok);
     free(prompt);
     engine_close(&e);
+    sigaction(SIGINT, &old_sigint, NULL);
     return rc;
 }

@@ -245,7 +245,7 @@ static void check_interrupt(const char *dir)
               "--ctx", "200000", "--mtp", "off", "--ignore-eos", "--report", report, (char *)NULL);
         _exit(127);
     }
-    usleep(800 * 1000);
+    usleep(1500 * 1000);
     kill(pid, SIGINT);
     int st = 0;
     waitpid(pid, &st, 0);
