@@ -380,10 +380,11 @@ int run_once(const run_options *opts, int quiet_output, run_result *res)
     run_state s = {0};
     memset(res, 0, sizeof *res);
     /* Ctrl-C from here on stops generation cleanly (even while the model loads): what was generated
-     * is printed and the report written. */
+     * is printed and the report written. A second Ctrl-C kills at once (SA_RESETHAND). */
     interrupted = 0;
     struct sigaction sa = {0}, old_sigint;
     sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND;
     sigaction(SIGINT, &sa, &old_sigint);
     s.o = &o;
     s.quiet_output = quiet_output;
