@@ -404,6 +404,19 @@ static int open_shards(expert_reader *r, int direct, char *why, size_t whylen)
 
 static int engine_requests(const expert_reader *r) { return r->queue_depth * MAX_UNITS_PER_JOB; }
 
+/* A freshly created engine must read one expert correctly before it is trusted; if not, it and
+ * the shard descriptors are given back so that the caller can try the next backend. */
+static int probe_engine_or_close(expert_reader *r, char *why, size_t whylen)
+{
+    int rc = probe_engine(r, why, whylen);
+    if (rc < 0) {
+        r->engine.destroy(r->engine.self);
+        r->engine.self = NULL;
+        close_shards(r);
+    }
+    return rc;
+}
+
 static int start_uring(expert_reader *r, char *why, size_t whylen)
 {
     int rc = open_shards(r, 1, why, whylen);
@@ -418,13 +431,8 @@ static int start_uring(expert_reader *r, char *why, size_t whylen)
         close_shards(r);
         return rc;
     }
-    rc = probe_engine(r, why, whylen);
-    if (rc < 0) {
-        r->engine.destroy(r->engine.self);
-        r->engine.self = NULL;
-        close_shards(r);
-        return rc;
-    }
+    rc = probe_engine_or_close(r, why, whylen);
+    if (rc < 0) return rc;
     r->backend = IO_BACKEND_URING;
     snprintf(r->note, sizeof r->note, "io_uring, O_DIRECT, registered files, queue depth %d", r->queue_depth);
     return 0;
@@ -440,13 +448,8 @@ static int start_pread_with(expert_reader *r, int direct, char *why, size_t whyl
         close_shards(r);
         return rc;
     }
-    rc = probe_engine(r, why, whylen);
-    if (rc < 0) {
-        r->engine.destroy(r->engine.self);
-        r->engine.self = NULL;
-        close_shards(r);
-        return rc;
-    }
+    rc = probe_engine_or_close(r, why, whylen);
+    if (rc < 0) return rc;
     r->backend = IO_BACKEND_PREAD;
     return threads;
 }
