@@ -1,25 +1,15 @@
-/* Tiny assertion helpers shared by the cache tests. */
+/* Helpers shared by the cache tests (CHECK itself is tests/test_check.h). */
 #ifndef DSSPEC_TEST_CACHE_CHECK_H
 #define DSSPEC_TEST_CACHE_CHECK_H
 
 #include <stdio.h>
 #include <stdlib.h>
 
-static int check_failures;
-
-#define CHECK(cond, ...)                                                              \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            check_failures++;                                                         \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);  \
-            fprintf(stderr, __VA_ARGS__);                                             \
-            fputc('\n', stderr);                                                      \
-        }                                                                             \
-    } while (0)
+#include "tests/test_check.h"
 
 static inline int check_report(const char *name)
 {
-    if (check_failures) { fprintf(stderr, "%s: %d check(s) failed\n", name, check_failures); return 1; }
+    if (test_failures) { fprintf(stderr, "%s: %d check(s) failed\n", name, test_failures); return 1; }
     printf("%s: ok\n", name);
     return 0;
 }

@@ -10,18 +10,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "tests/test_check.h"
 #include "io/expert_io.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                             \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            failures++;                                                              \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
-            fprintf(stderr, __VA_ARGS__);                                            \
-            fputc('\n', stderr);                                                     \
-        }                                                                            \
-    } while (0)
 
 /* ---------------------------------------------------------------- the synthetic checkpoint */
 
@@ -540,8 +531,8 @@ int main(int argc, char **argv)
     test_chunks_and_fixed_buffers(fx);
     free(fx);
     test_tmpfs();
-    if (failures) {
-        fprintf(stderr, "test_io: %d failure(s)\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "test_io: %d failure(s)\n", test_failures);
         return 1;
     }
     printf("test_io: all passed\n");

@@ -5,18 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "tests/test_check.h"
 #include "io/expert_io.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            failures++;                                                     \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fputc('\n', stderr);                                            \
-        }                                                                   \
-    } while (0)
 
 typedef struct {
     int layer, expert;
@@ -138,8 +129,8 @@ int main(int argc, char **argv)
         free(ids);
         checkpoint_close(ck);
     }
-    if (failures) {
-        fprintf(stderr, "test_io_fixtures: %d failure(s)\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "test_io_fixtures: %d failure(s)\n", test_failures);
         return 1;
     }
     printf("test_io_fixtures: all passed\n");

@@ -4,19 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "tests/test_check.h"
 #include "core/kernels.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            failures++;                                                    \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);           \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fprintf(stderr, "\n");                                         \
-            if (failures > 20) exit(1);                                    \
-        }                                                                  \
-    } while (0)
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint32_t rng_u32(void)
@@ -381,17 +371,17 @@ int main(void)
             continue;
         }
         CHECK(kernels_init((cpu_path)p) == (cpu_path)p, "kernels_init(%s) chose another path", cpu_path_name((cpu_path)p));
-        int before = failures;
+        int before = test_failures;
         test_fp8_bytes_in_kernels();
         test_bf16_patterns_in_kernels();
         test_matvec_accuracy();
         test_invariance();
-        printf("path %s: %s\n", cpu_path_name((cpu_path)p), failures == before ? "ok" : "FAILED");
+        printf("path %s: %s\n", cpu_path_name((cpu_path)p), test_failures == before ? "ok" : "FAILED");
         tested++;
     }
     CHECK(tested >= 1, "no path tested");
-    if (failures) {
-        fprintf(stderr, "%d failure(s)\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "%d failure(s)\n", test_failures);
         return 1;
     }
     printf("all kernel tests passed\n");

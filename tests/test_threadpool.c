@@ -2,19 +2,9 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "tests/test_check.h"
 #include "core/threadpool.h"
 
-static int failures;
-#define CHECK(cond, ...)                                              \
-    do {                                                              \
-        if (!(cond)) {                                                \
-            failures++;                                               \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);      \
-            fprintf(stderr, __VA_ARGS__);                             \
-            fprintf(stderr, "\n");                                    \
-            if (failures > 20) exit(1);                               \
-        }                                                             \
-    } while (0)
 
 typedef struct {
     atomic_int *visits;
@@ -75,7 +65,7 @@ int main(void)
     }
     thread_pool_free(p);
     CHECK(thread_pool_create(0) == NULL, "a pool of 0 threads must be refused");
-    if (failures) return 1;
+    if (test_failures) return 1;
     printf("all thread pool tests passed\n");
     return 0;
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "tests/test_check.h"
 #include "tests/checkpoint/ckpt_test_util.h"
 
 int tu_make_tmpdir(char *buf, size_t n)
@@ -20,19 +21,7 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 
 int tu_remove_tree(const char *dir) { return nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
-char *tu_read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
-    fclose(f);
-    if (buf) { buf[n] = 0; if (len) *len = (size_t)n; }
-    return buf;
-}
+char *tu_read_file(const char *path, size_t *len) { return test_read_file(path, len); }
 
 int tu_write_file(const char *path, const void *data, size_t len)
 {

@@ -1,4 +1,4 @@
-/* Small helpers shared by the engine tests: a check macro that counts failures, file loading, and
+/* Helpers shared by the engine tests (CHECK and test_read_file are tests/test_check.h): loading
  * the reference fixtures produced by tests/fixtures/make_fixtures.py (transformers, float64). */
 #ifndef DSSPEC_ENGINE_TEST_H
 #define DSSPEC_ENGINE_TEST_H
@@ -6,12 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-extern int test_failures;
-#define CHECK(cond, ...) do { if (!(cond)) { test_failures++; fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-    fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
-
-/* Whole file into memory (NUL-terminated); NULL if unreadable. */
-char *test_read_file(const char *path, size_t *len);
+#include "tests/test_check.h"
 
 typedef struct {
     int n_ids;

@@ -13,33 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "tests/test_check.h"
 #include "tokenizer/tokenizer.h"
 
-static int failures;
 
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
-
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
-    fclose(f);
-    if (buf) { buf[n] = 0; if (len) *len = (size_t)n; }
-    return buf;
-}
 
 static tokenizer *load_or_die(const char *path)
 {
@@ -62,7 +39,7 @@ static int same_ids(const char *what, const int32_t *got, size_t n_got, const in
     size_t i = 0;
     while (i < n_got && i < n_want && got[i] == want[i]) i++;
     if (i == n_got && i == n_want) return 1;
-    failures++;
+    test_failures++;
     fprintf(stderr, "FAIL %s: ids differ at %zu\n", what, i);
     size_t from = i > 5 ? i - 5 : 0;
     print_ids("got ", got + from, n_got - from < 20 ? n_got - from : 20);
@@ -109,8 +86,8 @@ static int mode_corpus(const char *model, const char *corpus_dir, const char *id
         char path[4096], ids_path[4096];
         snprintf(path, sizeof path, "%s/%s", corpus_dir, e->d_name);
         snprintf(ids_path, sizeof ids_path, "%s/%.*s.u32", ids_dir, (int)(nl - 4), e->d_name);
-        size_t len, ids_len;
-        char *text = read_file(path, &len), *want = read_file(ids_path, &ids_len);
+        size_t len = 0, ids_len = 0;
+        char *text = test_read_file(path, &len), *want = test_read_file(ids_path, &ids_len);
         CHECK(text && want, "%s: cannot read corpus file or its ids %s", path, ids_path);
         if (text && want) {
             int32_t *ids; size_t n;
@@ -125,8 +102,8 @@ static int mode_corpus(const char *model, const char *corpus_dir, const char *id
     closedir(d);
     tokenizer_free(tok);
     CHECK(files > 0 && tokens >= 300000, "corpus too small: %zu files, %zu tokens", files, tokens);
-    printf("corpus: %zu files, %zu bytes, %zu tokens, %d failures\n", files, bytes, tokens, failures);
-    return failures != 0;
+    printf("corpus: %zu files, %zu bytes, %zu tokens, %d test_failures\n", files, bytes, tokens, test_failures);
+    return test_failures != 0;
 }
 
 /* ------------------------------------------------------------------ cases */
@@ -135,7 +112,7 @@ static int mode_cases(const char *model, const char *file)
 {
     tokenizer *tok = load_or_die(model);
     size_t len;
-    char *buf = read_file(file, &len);
+    char *buf = test_read_file(file, &len);
     if (!buf || len < 4 || memcmp(buf, "TKC1", 4)) { fprintf(stderr, "FAIL: %s: not a case file\n", file); return 1; }
     size_t at = 4, n_cases = 0, n_enc = 0;
     while (at < len) {
@@ -164,8 +141,8 @@ static int mode_cases(const char *model, const char *file)
     free(buf);
     tokenizer_free(tok);
     CHECK(n_cases > 0, "%s: no cases", file);
-    printf("cases: %zu (%zu encode, %zu decode), %d failures\n", n_cases, n_enc, n_cases - n_enc, failures);
-    return failures != 0;
+    printf("cases: %zu (%zu encode, %zu decode), %d test_failures\n", n_cases, n_enc, n_cases - n_enc, test_failures);
+    return test_failures != 0;
 }
 
 /* ------------------------------------------------------------------ chat */
@@ -185,9 +162,9 @@ static int mode_chat(const char *model, const char *dir)
         snprintf(gen_path, sizeof gen_path, "%s/%.*s.gen.txt", dir, (int)(nl - 5), e->d_name);
         snprintf(nogen_path, sizeof nogen_path, "%s/%.*s.nogen.txt", dir, (int)(nl - 5), e->d_name);
         snprintf(ids_path, sizeof ids_path, "%s/%.*s.ids", dir, (int)(nl - 5), e->d_name);
-        size_t ids_len;
-        char *json = read_file(path, NULL), *gen = read_file(gen_path, NULL), *nogen = read_file(nogen_path, NULL);
-        char *want_ids = read_file(ids_path, &ids_len);
+        size_t ids_len = 0;
+        char *json = test_read_file(path, NULL), *gen = test_read_file(gen_path, NULL), *nogen = test_read_file(nogen_path, NULL);
+        char *want_ids = test_read_file(ids_path, &ids_len);
         CHECK(json && gen && nogen && want_ids, "%s: missing golden files", path);
         if (json && gen && nogen && want_ids) {
             char err[256];
@@ -211,8 +188,8 @@ static int mode_chat(const char *model, const char *dir)
     closedir(d);
     tokenizer_free(tok);
     CHECK(n_conv >= 5, "only %zu conversations", n_conv);
-    printf("chat: %zu conversations, %d failures\n", n_conv, failures);
-    return failures != 0;
+    printf("chat: %zu conversations, %d test_failures\n", n_conv, test_failures);
+    return test_failures != 0;
 }
 
 /* ------------------------------------------------------------------ bad input */
@@ -228,7 +205,7 @@ static int mode_bad(const char *dir)
         char path[4096], expect_path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         snprintf(expect_path, sizeof expect_path, "%s/%s/expect.txt", dir, e->d_name);
-        char *expect = read_file(expect_path, NULL);
+        char *expect = test_read_file(expect_path, NULL);
         CHECK(expect, "%s: missing expect.txt", path);
         if (!expect) continue;
         expect[strcspn(expect, "\n")] = 0;
@@ -243,8 +220,8 @@ static int mode_bad(const char *dir)
     }
     closedir(d);
     CHECK(n >= 8, "only %zu bad inputs", n);
-    printf("bad input: %zu files, %d failures\n", n, failures);
-    return failures != 0;
+    printf("bad input: %zu files, %d test_failures\n", n, test_failures);
+    return test_failures != 0;
 }
 
 /* ------------------------------------------------------------------ mutated files */
@@ -258,7 +235,7 @@ static int mode_mutate(const char *data, const char *out_dir, int rounds)
     snprintf(path, sizeof path, "%s/tiny/tokenizer.json", data);
     snprintf(out, sizeof out, "%s/tokenizer_mutated.json", out_dir);
     size_t len;
-    char *orig = read_file(path, &len);
+    char *orig = test_read_file(path, &len);
     if (!orig) { fprintf(stderr, "FAIL: cannot read %s\n", path); return 1; }
     static const char alphabet[] = "{}[]\":,0123456789-truenulfasBPEp\\ \xC3\xBF";
     uint32_t x = 2463534242u;
@@ -298,8 +275,8 @@ static int mode_mutate(const char *data, const char *out_dir, int rounds)
     }
     remove(out);
     free(orig);
-    printf("mutate: %d rounds, %d loaded, %d failures\n", rounds, loaded, failures);
-    return failures != 0;
+    printf("mutate: %d rounds, %d loaded, %d test_failures\n", rounds, loaded, test_failures);
+    return test_failures != 0;
 }
 
 /* ------------------------------------------------------------------ unit (hand-worked) */
@@ -465,8 +442,8 @@ static int mode_unit(const char *data)
     unit_split_behaviors(data);
     unit_utf8(data);
     unit_chat(data);
-    printf("unit: %d failures\n", failures);
-    return failures != 0;
+    printf("unit: %d test_failures\n", test_failures);
+    return test_failures != 0;
 }
 
 int main(int argc, char **argv)
