@@ -50,7 +50,7 @@ void expert_reader_view(const expert_reader *r, int layer, int expert, const voi
 
 expert_reader_stats expert_reader_get_stats(const expert_reader *r);
 
-/* ---- Optional tuning (additive to the original interface; call before the first submit) ---- */
+/* ---- Tuning: call before the first submit ---- */
 
 /* Split every piece into reads of at most chunk_bytes (a multiple of 4096; 0 = one read per
  * piece, the default). 0 ok, -1 when the value is not a multiple of 4096 or reads are in flight. */
@@ -69,6 +69,27 @@ typedef enum { IO_FAULT_NONE = 0, IO_FAULT_EINTR, IO_FAULT_EAGAIN, IO_FAULT_EIO,
  * -EINTR / -EAGAIN / -EIO, or SHORT (the read reports a third of what it transferred, not
  * 4 KiB-aligned). They go through the same retry paths as real faults. */
 void expert_reader_test_inject(expert_reader *r, io_fault fault, int count);
+
+/* Every kernel read of (layer, expert) completes with -EIO, retries included, so its reads fail
+ * the way a bad sector does; (-1, -1) stops it. */
+void expert_reader_test_fail_expert(expert_reader *r, int layer, int expert);
+
+/* Completions out of order, as a loaded disk delivers them. Each kernel read lands in a private
+ * buffer; its destination is poisoned (0xEE) when the read starts and receives the bytes only
+ * when the read is delivered, 0..max_delay reap calls after the disk finished it, in an order
+ * drawn from seed. A caller that touches a slot before its completion is reaped sees poison. */
+typedef struct {
+    unsigned long long seed;
+    int max_delay;
+    /* Optional (NULL): told of each kernel read when it starts and when its bytes land. */
+    void (*on_start)(void *ctx, const void *dst, size_t length);
+    void (*on_land)(void *ctx, const void *dst, size_t length);
+    void *ctx;
+} io_test_reorder;
+
+/* Wraps the reader's backend in that reordering; once, before the first submit. Registered slots
+ * go unused (the kernel reads into the private buffers). 0 ok, -1 with expert_reader_error() set. */
+int expert_reader_test_reorder(expert_reader *r, const io_test_reorder *how);
 
 /* Makes later expert_reader_create calls behave as if open(O_DIRECT) were refused with EINVAL
  * (as on filesystems without direct I/O) and/or io_uring setup were refused with EPERM (as under

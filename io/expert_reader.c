@@ -68,6 +68,7 @@ struct expert_reader {
     io_engine engine;
     io_fault fault;
     int fault_count;
+    int fail_layer, fail_expert;     /* test hook: this expert's reads always fail; -1 none */
     expert_reader_stats stats;
     char note[512];
     char error[768];
@@ -223,8 +224,10 @@ static int build_plans(expert_reader *r, char *err, size_t errlen)
 
 /* ---------------------------------------------------------------- completions */
 
-static int64_t apply_fault(expert_reader *r, int64_t res)
+static int64_t apply_fault(expert_reader *r, const read_unit *u, int64_t res)
 {
+    const read_job *j = &r->jobs[u->job];
+    if (j->layer == r->fail_layer && j->expert == r->fail_expert) return -EIO;
     if (r->fault_count <= 0) return res;
     r->fault_count--;
     switch (r->fault) {
@@ -320,7 +323,7 @@ static void unit_done(void *ctx, uint64_t id, int64_t res)
 {
     expert_reader *r = ctx;
     read_unit *u = &r->units[id];
-    res = apply_fault(r, res);
+    res = apply_fault(r, u, res);
     if (res > 0) r->stats.bytes_read += (uint64_t)res;
     int rc = unit_advance(r, u, res);
     if (rc == 0) return;
@@ -526,6 +529,7 @@ expert_reader *expert_reader_create(const checkpoint *ck, io_backend want, int q
     }
     r->ck = ck;
     r->queue_depth = queue_depth;
+    r->fail_layer = r->fail_expert = -1;
     if (build_plans(r, err, errlen) != 0) goto fail;
     if (alloc_queues(r) != 0) {
         snprintf(err, errlen, "io: out of memory for a queue of depth %d", queue_depth);
@@ -568,6 +572,26 @@ void expert_reader_test_inject(expert_reader *r, io_fault fault, int count)
 {
     r->fault = fault;
     r->fault_count = count;
+}
+
+void expert_reader_test_fail_expert(expert_reader *r, int layer, int expert)
+{
+    r->fail_layer = layer;
+    r->fail_expert = expert;
+}
+
+int expert_reader_test_reorder(expert_reader *r, const io_test_reorder *how)
+{
+    if (r->inflight > 0) {
+        set_error(r, "io: completions cannot be reordered while %d reads are in flight", r->inflight);
+        return -1;
+    }
+    int rc = reorder_engine_wrap(&r->engine, engine_requests(r), how);
+    if (rc < 0) {
+        set_error(r, "io: cannot wrap the backend: %s", strerror(-rc));
+        return -1;
+    }
+    return 0;
 }
 
 int expert_reader_set_chunk_bytes(expert_reader *r, size_t chunk_bytes)

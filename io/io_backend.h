@@ -1,10 +1,11 @@
-/* Private to io/: the two ways a read unit reaches the disk. expert_reader.c owns the bookkeeping
+/* Private to io/: the two ways a read unit reaches the disk (plus a test wrapper around either). expert_reader.c owns the bookkeeping
  * (jobs, units, retries, errors); a backend only starts units and hands back their raw results. */
 #ifndef DSSPEC_IO_BACKEND_H
 #define DSSPEC_IO_BACKEND_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include "io/expert_io.h"
 
 /* One read as the kernel sees it: file range [offset, offset + length) of shard `shard` into dst.
  * offset, length and dst stay 4 KiB-aligned so O_DIRECT accepts them. */
@@ -37,5 +38,8 @@ typedef struct io_engine {
 int uring_engine_create(io_engine *out, const int *fds, int n_fds, int max_requests, char *err, size_t errlen);
 int pread_engine_create(io_engine *out, const int *fds, int n_fds, int n_threads, int max_requests,
                         char *err, size_t errlen);
+/* Tests only (expert_reader_test_reorder): *engine becomes a wrapper that owns the old engine and
+ * delivers its completions late and out of order. 0, or -ENOMEM (engine unchanged). */
+int reorder_engine_wrap(io_engine *engine, int max_requests, const io_test_reorder *how);
 
 #endif
