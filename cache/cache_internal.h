@@ -37,8 +37,4 @@ void cache_counters_completed(cache_counters *s, int layer, uint64_t bytes, uint
 uint64_t cache_now_ns(void);
 int cache_counters_snapshot(const cache_counters *s, expert_cache_stats *out);
 
-/* The cache frees this (an adapter context) after its last read has landed. */
-void expert_cache_own_io(expert_cache *c, void *owned);
-void *expert_cache_arena_base(const expert_cache *c);
-
 #endif

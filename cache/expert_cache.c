@@ -1,5 +1,6 @@
-/* The live expert cache: slots of one arena, a policy choosing victims, reads through an
- * expert_cache_io (io/expert_io.h in production), served to the forward pass as an expert_provider.
+/* The live expert cache: slots of one arena, a policy choosing victims, reads through the
+ * expert reader (io/expert_io.h), served to the forward pass as an expert_provider whose entries
+ * are the expert_cache_want / _acquire_any / _release / _prefetch / _error functions below.
  *
  * Safety rules, all enforced by slot_evictable(): a slot is reused only when its read has
  * completed, nobody holds a pin on it, and the layer being computed does not still need it. A
@@ -22,9 +23,8 @@ typedef struct {
 } slot_info;
 
 struct expert_cache {
-    expert_cache_io io;
-    void *io_self;
-    void *owned_io;        /* freed with the cache */
+    const checkpoint *ck;
+    expert_reader *reader;
     int n_layers, n_experts, n_keys, n_slots;
     slot_arena arena;
     slot_info *slot;
@@ -35,7 +35,7 @@ struct expert_cache {
     int cur_layer;
     uint8_t *want_state;   /* [n_keys], only keys of cur_layer are ever non-NONE */
     int *want_key, n_want;
-    int prefetch_enabled, prefetch_cap, prefetch_outstanding;
+    int prefetch_cap, prefetch_outstanding;
     int failed_key;        /* a wanted key whose read failed, -1 */
     cache_counters stats;
     char err[512];
@@ -59,18 +59,31 @@ int expert_cache_slots_for_bytes(uint64_t bytes, size_t slot_bytes)
 
 int expert_cache_n_slots(const expert_cache *c) { return c->n_slots; }
 size_t expert_cache_slot_bytes(const expert_cache *c) { return c->arena.slot_bytes; }
-void expert_cache_own_io(expert_cache *c, void *owned) { c->owned_io = owned; }
-void *expert_cache_arena_base(const expert_cache *c) { return c->arena.base; }
-void expert_cache_set_prefetch(expert_cache *c, int enabled) { c->prefetch_enabled = enabled != 0; }
-
-expert_cache *expert_cache_create_io(const expert_cache_io *io, void *io_self, int n_layers,
-                                     int n_experts, size_t slot_bytes, int n_slots,
-                                     cache_policy_kind policy, char *err, size_t errlen)
+/* The arrays that track slots and keys, sized once here; nothing is allocated while decoding. */
+static int alloc_tables(expert_cache *c, int n_slots, cache_policy_kind policy)
 {
-    if (!io || !io->submit || !io->reap || !io->inflight || !io->view) {
-        snprintf(err, errlen, "expert cache: incomplete reader interface");
-        return NULL;
+    c->slot = calloc((size_t)n_slots, sizeof *c->slot);
+    c->free_slot = malloc(sizeof(int) * (size_t)n_slots);
+    c->slot_of_key = malloc(sizeof(int) * (size_t)c->n_keys);
+    c->want_state = calloc((size_t)c->n_keys, 1);
+    c->want_key = malloc(sizeof(int) * (size_t)c->n_keys);
+    c->policy = cache_policy_create(policy, c->n_keys, n_slots, 0);
+    if (!c->slot || !c->free_slot || !c->slot_of_key || !c->want_state || !c->want_key || !c->policy ||
+        cache_counters_init(&c->stats, c->n_layers) < 0)
+        return -1;
+    for (int k = 0; k < c->n_keys; k++) c->slot_of_key[k] = -1;
+    for (int s = 0; s < n_slots; s++) {
+        c->slot[s].key = -1;
+        c->free_slot[c->n_free++] = n_slots - 1 - s;
     }
+    return 0;
+}
+
+expert_cache *expert_cache_create(const checkpoint *ck, expert_reader *reader, int n_slots,
+                                  cache_policy_kind policy, char *err, size_t errlen)
+{
+    if (!ck || !reader) { snprintf(err, errlen, "expert cache: no checkpoint or reader"); return NULL; }
+    int n_layers = config_total_layers(&ck->cfg), n_experts = ck->cfg.n_routed_experts;
     if (n_layers < 1 || n_experts < 1 || (int64_t)n_layers * n_experts > (1 << 28)) {
         snprintf(err, errlen, "expert cache: bad key space %d layers x %d experts", n_layers, n_experts);
         return NULL;
@@ -81,8 +94,8 @@ expert_cache *expert_cache_create_io(const expert_cache_io *io, void *io_self, i
     }
     expert_cache *c = calloc(1, sizeof *c);
     if (!c) { snprintf(err, errlen, "expert cache: out of memory"); return NULL; }
-    c->io = *io;
-    c->io_self = io_self;
+    c->ck = ck;
+    c->reader = reader;
     c->n_layers = n_layers;
     c->n_experts = n_experts;
     c->n_keys = n_layers * n_experts;
@@ -90,26 +103,16 @@ expert_cache *expert_cache_create_io(const expert_cache_io *io, void *io_self, i
     c->policy_kind = policy;
     c->cur_layer = -1;
     c->failed_key = -1;
-    c->prefetch_enabled = 1;
     c->prefetch_cap = n_slots / 4 > 1 ? n_slots / 4 : 1;
-    if (slot_arena_init(&c->arena, n_slots, slot_bytes, err, errlen) < 0) { free(c); return NULL; }
-    c->slot = calloc((size_t)n_slots, sizeof *c->slot);
-    c->free_slot = malloc(sizeof(int) * (size_t)n_slots);
-    c->slot_of_key = malloc(sizeof(int) * (size_t)c->n_keys);
-    c->want_state = calloc((size_t)c->n_keys, 1);
-    c->want_key = malloc(sizeof(int) * (size_t)c->n_keys);
-    c->policy = cache_policy_create(policy, c->n_keys, n_slots, 0);
-    if (!c->slot || !c->free_slot || !c->slot_of_key || !c->want_state || !c->want_key || !c->policy ||
-        cache_counters_init(&c->stats, n_layers) < 0) {
+    if (slot_arena_init(&c->arena, n_slots, expert_reader_slot_bytes(reader), err, errlen) < 0) { free(c); return NULL; }
+    if (alloc_tables(c, n_slots, policy) < 0) {
         snprintf(err, errlen, "expert cache: out of memory for %d slots", n_slots);
         expert_cache_free(c);
         return NULL;
     }
-    for (int k = 0; k < c->n_keys; k++) c->slot_of_key[k] = -1;
-    for (int s = 0; s < n_slots; s++) {
-        c->slot[s].key = -1;
-        c->free_slot[c->n_free++] = n_slots - 1 - s;
-    }
+    /* Fixed buffers let io_uring pin the arena once instead of on every read (a large CPU saving at
+     * low queue depth). Refused registration (memlock limits) only costs that saving. */
+    (void)expert_reader_register_slots(reader, c->arena.base, n_slots);
     return c;
 }
 
@@ -118,8 +121,8 @@ static void drain_reads(expert_cache *c)
 {
     uint64_t tags[REAP_BATCH];
     int status[REAP_BATCH];
-    while (c->io.inflight(c->io_self) > 0)
-        if (c->io.reap(c->io_self, 1, tags, status, REAP_BATCH) < 0) break;
+    while (expert_reader_inflight(c->reader) > 0)
+        if (expert_reader_reap(c->reader, 1, tags, status, REAP_BATCH) < 0) break;
 }
 
 void expert_cache_free(expert_cache *c)
@@ -130,7 +133,6 @@ void expert_cache_free(expert_cache *c)
     slot_arena_release(&c->arena);
     cache_counters_release(&c->stats);
     free(c->slot); free(c->free_slot); free(c->slot_of_key); free(c->want_state); free(c->want_key);
-    free(c->owned_io);
     free(c);
 }
 
@@ -187,14 +189,14 @@ static int slot_submit(expert_cache *c, int s, int key, int prefetched)
     c->slot[s] = (slot_info){.key = key, .state = SLOT_LOADING, .prefetched = (uint8_t)prefetched,
                              .issued_ns = cache_now_ns()};
     c->slot_of_key[key] = s;
-    if (c->io.submit(c->io_self, layer, expert, slot_arena_slot(&c->arena, s), (uint64_t)s) < 0) {
+    if (expert_reader_submit(c->reader, layer, expert, slot_arena_slot(&c->arena, s), (uint64_t)s) < 0) {
         cache_policy_remove(c->policy, key);
         c->slot[s].prefetched = 0;
         slot_clear(c, s);
         return -1;
     }
     if (prefetched) { c->stats.prefetch_issued++; c->prefetch_outstanding++; }
-    cache_counters_submitted(&c->stats, c->io.inflight(c->io_self));
+    cache_counters_submitted(&c->stats, expert_reader_inflight(c->reader));
     return 0;
 }
 
@@ -209,7 +211,7 @@ static int start_read(expert_cache *c, int key)
 static void read_failed(expert_cache *c, int s, int status)
 {
     int key = c->slot[s].key;
-    const char *why = c->io.error ? c->io.error(c->io_self) : NULL;
+    const char *why = expert_reader_error(c->reader);
     c->stats.read_errors++;
     if (c->want_state[key] != WANT_NONE && c->failed_key < 0) {
         c->failed_key = key;
@@ -220,14 +222,23 @@ static void read_failed(expert_cache *c, int s, int status)
     slot_clear(c, s);
 }
 
+/* What the checkpoint stores of one expert, not the 4 KiB-widened transfer: the decode cost. */
+static uint64_t payload_bytes(const checkpoint *ck, int layer, int expert)
+{
+    const expert_extent *x = checkpoint_expert(ck, layer, expert);
+    uint64_t n = 0;
+    for (int i = 0; x && i < x->npieces; i++) n += x->piece[i].length;
+    return n;
+}
+
 /* Collect finished reads; waits for one only when min_complete > 0. -1 when the reader fails. */
 static int reap(expert_cache *c, int min_complete)
 {
     uint64_t tags[REAP_BATCH];
     int status[REAP_BATCH];
-    int got = c->io.reap(c->io_self, min_complete, tags, status, REAP_BATCH);
+    int got = expert_reader_reap(c->reader, min_complete, tags, status, REAP_BATCH);
     if (got < 0) {
-        const char *why = c->io.error ? c->io.error(c->io_self) : NULL;
+        const char *why = expert_reader_error(c->reader);
         snprintf(c->err, sizeof c->err, "expert cache: reader failed: %s", why && *why ? why : "unknown error");
         return -1;
     }
@@ -239,8 +250,8 @@ static int reap(expert_cache *c, int min_complete)
         int key = c->slot[s].key;
         c->slot[s].state = SLOT_READY;
         int layer = key / c->n_experts;
-        uint64_t bytes = c->io.expert_bytes ? c->io.expert_bytes(c->io_self, layer, key % c->n_experts) : c->arena.slot_bytes;
-        cache_counters_completed(&c->stats, layer, bytes, now - c->slot[s].issued_ns);
+        cache_counters_completed(&c->stats, layer, payload_bytes(c->ck, layer, key % c->n_experts),
+                                 now - c->slot[s].issued_ns);
     }
     return got;
 }
@@ -298,7 +309,7 @@ static void settle_layer_guesses(expert_cache *c, int layer)
     }
 }
 
-static void cache_want(void *self, int layer, const int *experts, int n)
+void expert_cache_want(void *self, int layer, const int *experts, int n)
 {
     expert_cache *c = self;
     if (reap(c, 0) < 0) return; /* the error is reported by acquire_any */
@@ -329,7 +340,7 @@ static int pick_ready(const expert_cache *c, int layer, const int *experts, int 
     return *open_left ? -1 : any;
 }
 
-static int cache_acquire_any(void *self, int layer, const int *experts, int n, int *which, expert_weights *out)
+int expert_cache_acquire_any(void *self, int layer, const int *experts, int n, int *which, expert_weights *out)
 {
     expert_cache *c = self;
     if (n <= 0) { snprintf(c->err, sizeof c->err, "expert cache: acquire_any with an empty list"); return -1; }
@@ -348,13 +359,13 @@ static int cache_acquire_any(void *self, int layer, const int *experts, int n, i
             int k = key_of(c, layer, experts[i]), s = c->slot_of_key[k];
             c->slot[s].pins++;
             if (c->want_state[k] == WANT_OPEN) c->want_state[k] = WANT_TAKEN;
-            c->io.view(c->io_self, layer, experts[i], slot_arena_slot(&c->arena, s), out);
+            expert_reader_view(c->reader, layer, experts[i], slot_arena_slot(&c->arena, s), out);
             *which = i;
             return 0;
         }
         start_pending_reads(c);
         if (c->failed_key >= 0) return -1;
-        if (c->io.inflight(c->io_self) == 0) {
+        if (expert_reader_inflight(c->reader) == 0) {
             snprintf(c->err, sizeof c->err, "expert cache: layer %d cannot load an expert: all %d slots are pinned "
                      "or needed by this layer (release some, or give the cache more slots)", layer, c->n_slots);
             return -1;
@@ -366,7 +377,7 @@ static int cache_acquire_any(void *self, int layer, const int *experts, int n, i
     }
 }
 
-static void cache_release(void *self, int layer, int expert)
+void expert_cache_release(void *self, int layer, int expert)
 {
     expert_cache *c = self;
     int k = key_of(c, layer, expert);
@@ -387,10 +398,10 @@ static int layer_has_pending(const expert_cache *c)
 /* Guesses take a free slot, or the policy's own victim when it ranks it no higher than the guess
  * (cache_policy_prefetch); never while the current layer still waits for a slot, never more than
  * prefetch_cap unused guesses, and never on a full queue: a guess must not delay a real read. */
-static void cache_prefetch(void *self, int layer, const int *experts, int n)
+void expert_cache_prefetch(void *self, int layer, const int *experts, int n)
 {
     expert_cache *c = self;
-    if (!c->prefetch_enabled || reap(c, 0) < 0 || layer_has_pending(c)) return;
+    if (reap(c, 0) < 0 || layer_has_pending(c)) return;
     for (int i = 0; i < n && c->prefetch_outstanding < c->prefetch_cap; i++) {
         int k = key_of(c, layer, experts[i]), victim;
         if (k < 0 || c->slot_of_key[k] >= 0) continue;
@@ -399,15 +410,16 @@ static void cache_prefetch(void *self, int layer, const int *experts, int n)
     }
 }
 
-static const char *cache_error(void *self)
+const char *expert_cache_error(void *self)
 {
     return ((expert_cache *)self)->err;
 }
 
 expert_provider expert_cache_provider(expert_cache *c)
 {
-    return (expert_provider){.self = c, .want = cache_want, .acquire_any = cache_acquire_any,
-                             .release = cache_release, .prefetch = cache_prefetch, .error = cache_error};
+    return (expert_provider){.self = c, .want = expert_cache_want, .acquire_any = expert_cache_acquire_any,
+                             .release = expert_cache_release, .prefetch = expert_cache_prefetch,
+                             .error = expert_cache_error};
 }
 
 int expert_cache_stats_get(const expert_cache *c, expert_cache_stats *out)

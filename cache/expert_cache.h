@@ -2,11 +2,15 @@
  * (LRU, LFU with aging, ARC) behind one small interface, telemetry, and the trace simulator that
  * drives the same policy code offline next to Belady's optimum.
  *
+ * The path to an expert: the forward pass calls core/expert_provider.h's table; this cache fills
+ * it with expert_cache_want / _acquire_any / _release / _prefetch / _error (declared below,
+ * defined in cache/expert_cache.c), which read slots through io/expert_io.h's expert_reader_*.
+ *
  * Keys: the policy and the simulator see an expert as key = layer * n_experts + expert.
  *
- * Why the policy choice matters (DESIGN.md): at R1's ratio (~190 slots for 464 requests a token)
- * an expert's reuse distance is longer than the cache, so recency alone (LRU, ARC) hits almost
- * nothing; frequency with slow aging keeps a hot set. Measure against OPT (cache-sim). */
+ * Why the policy choice matters: at R1's ratio (~190 slots for 464 requests a token) an expert's
+ * reuse distance is longer than the cache, so recency alone (LRU, ARC) hits almost nothing;
+ * frequency with slow aging keeps a hot set. Measure against OPT (cache-sim). */
 #ifndef DSSPEC_EXPERT_CACHE_H
 #define DSSPEC_EXPERT_CACHE_H
 
@@ -86,46 +90,50 @@ int belady_run(const int *keys, size_t n, int n_keys, int slots, cache_sim_resul
 
 /* ---------------------------------------------------------------- the live cache */
 
-/* The provider's contract (core/expert_provider.h), as this cache keeps it:
- *  - one thread calls it (the forward pass); reads overlap with compute through the reader's queue;
- *  - want(l, E) counts one request per distinct expert (a hit if it holds a slot, even one still
- *    loading from a prefetch) and starts reads for the misses while slots and queue room last;
- *  - acquire_any(l, list) prefers an expert of the list this layer has not acquired yet, so callers
- *    may pass either the remaining experts or the whole list; it waits (counted as stall) only
- *    when none of them is ready; -1 with error() on a failed read or when every slot is pinned;
- *  - a slot is reused only after its read completed, with no pin, and not needed by the current
- *    layer's unreleased experts; with fewer slots than the layer's union it cycles through them. */
 typedef struct expert_cache expert_cache;
-
-/* How the cache reads a slot. expert_cache_create wraps io/expert_io.h; tests pass their own. */
-typedef struct {
-    int (*submit)(void *io, int layer, int expert, void *slot, uint64_t tag); /* 0, or -1 queue full */
-    int (*reap)(void *io, int min_complete, uint64_t *tags, int *status, int max);
-    int (*inflight)(void *io);
-    void (*view)(void *io, int layer, int expert, const void *slot, expert_weights *out);
-    const char *(*error)(void *io);
-    uint64_t (*expert_bytes)(void *io, int layer, int expert); /* payload bytes of one read */
-} expert_cache_io;
 
 /* The minimum slots for one layer's experts of a batch to be resident together. */
 int expert_cache_min_slots(int top_k, int batch_rows);
 /* Slots that `bytes` of arena buy (what --cache-gib means). */
 int expert_cache_slots_for_bytes(uint64_t bytes, size_t slot_bytes);
 
-/* n_slots >= 1 slots of expert_reader_slot_bytes(reader) each, in one arena allocated here.
+/* n_slots >= 1 slots of expert_reader_slot_bytes(reader) each, in one arena allocated here (and
+ * registered with the reader as fixed buffers). Keys cover every layer of ck, MTP included.
  * NULL with one line in err. The reader and checkpoint must outlive the cache. */
 expert_cache *expert_cache_create(const checkpoint *ck, expert_reader *reader, int n_slots,
                                   cache_policy_kind policy, char *err, size_t errlen);
-/* The same over any reader: keys are layer * n_experts + expert for layer < n_layers. */
-expert_cache *expert_cache_create_io(const expert_cache_io *io, void *io_self, int n_layers,
-                                     int n_experts, size_t slot_bytes, int n_slots,
-                                     cache_policy_kind policy, char *err, size_t errlen);
+/* Waits for the reads still landing in the arena, then frees it; the reader stays open. */
 void expert_cache_free(expert_cache *c);
-/* Prefetch off makes prefetch() a no-op (the A/B switch --prefetch). */
-void expert_cache_set_prefetch(expert_cache *c, int enabled);
-expert_provider expert_cache_provider(expert_cache *c);
 int expert_cache_n_slots(const expert_cache *c);
 size_t expert_cache_slot_bytes(const expert_cache *c);
+
+/* The expert_provider table filled with the five functions below, self = c. */
+expert_provider expert_cache_provider(expert_cache *c);
+
+/* The provider entries. `cache` is the expert_cache; it is a void * so that these functions are
+ * the table's entries themselves. The contract, as this cache keeps it:
+ *  - one thread calls them (the forward pass); reads overlap with compute through the reader's queue;
+ *  - a slot is reused only after its read completed, with no pin, and not needed by the current
+ *    layer's unreleased experts; with fewer slots than the layer's union it cycles through them. */
+
+/* Counts one request per distinct expert of the layer (a hit if it holds a slot, even one still
+ * loading from a prefetch) and starts reads for the misses while free slots and queue room last. */
+void expert_cache_want(void *cache, int layer, const int *experts, int n);
+/* Pins an expert of the list that this layer has not acquired yet, else any of them, so callers
+ * may pass either the remaining experts or the whole list; *which is its index. Waits (counted as
+ * stall) only when none is ready. -1 with expert_cache_error() on a failed read or when every slot
+ * is pinned. */
+int expert_cache_acquire_any(void *cache, int layer, const int *experts, int n, int *which,
+                             expert_weights *out);
+/* Unpins; the slot may then take the layer's next pending read. */
+void expert_cache_release(void *cache, int layer, int expert);
+/* A guess for a later layer: reads start into free slots, or over the policy's victim when it ranks
+ * no higher than the guess; at most a quarter of the slots hold unused guesses, and nothing is
+ * guessed while the current layer still waits for a slot or the reader's queue is full. Never
+ * pins. Whether to guess at all is the caller's choice (forward_request.prefetch). */
+void expert_cache_prefetch(void *cache, int layer, const int *experts, int n);
+/* The last error line (empty when none). */
+const char *expert_cache_error(void *cache);
 
 /* ---------------------------------------------------------------- telemetry */
 

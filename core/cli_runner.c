@@ -411,7 +411,6 @@ int run_once(const run_options *opts, int quiet_output, run_result *res)
     memory_plan plan;
     if (plan_memory(&o, &e, mtp, expert_reader_slot_bytes(reader), &plan, err, sizeof err)) { rc = 2; goto done; }
     if (!(cache = expert_cache_create(e.ck, reader, plan.slots, o.policy, err, sizeof err))) goto done;
-    expert_cache_set_prefetch(cache, o.prefetch);
     res->io_backend = io_backend_name(expert_reader_backend(reader));
     res->n_slots = plan.slots;
     res->total_experts = plan.total_experts;

@@ -1,41 +1,55 @@
-/* The live expert cache against a fake reader that completes reads out of order after random
- * delays, with a bounded queue, poisoning a slot when a read is submitted and filling it with the
- * expert's own pattern only when the read completes. Random want/acquire/release/prefetch sequences
- * must never overwrite a pinned slot, never use more than n_slots slots, never hand out a slot
- * before its read completed, and always hand out the right expert's bytes. */
+/* The live expert cache over the real reader on a synthetic disk, with the reader's reordering
+ * test backend (expert_reader_test_reorder): reads complete out of order after random delays, a
+ * destination is poisoned when its read starts and gets the expert's bytes only when the read is
+ * delivered, and the queue is bounded. Random want/acquire/release/prefetch sequences must never
+ * read into a pinned slot, never use more than n_slots slots, never hand out a slot before its read
+ * completed, and always hand out the right expert's bytes.
+ * usage: test_cache_live WORKDIR   (where the synthetic shard is written) */
 #include <errno.h>
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "cache/expert_cache.h"
 #include "tests/test_cache_check.h"
 
-enum { SLOT_BYTES = 8192, PATTERN_BYTES = 512, MAX_OPS = 64, MAX_SEEN = 256, MAX_HELD = 64 };
+/* One expert on disk: its six tensors in 5000 bytes at a 4 KiB boundary, so a slot is 8192 bytes.
+ * gate, up, down weights first (1024, 1024, 2048 bytes), then the three scale grids. */
+enum { SLOT_BYTES = 8192, EXPERT_BYTES = 5000, DATA_START = 4096, MAX_SEEN = 256, MAX_HELD = 64, MAX_FLIGHT = 256 };
+static const uint64_t tensor_at[EXPERT_NTENSORS] = {0, 4096, 1024, 4096 + 256, 2048, 4096 + 512};
+static const uint64_t tensor_len[EXPERT_NTENSORS] = {1024, 256, 1024, 256, 2048, 392};
 
-typedef struct { int layer, expert; uint8_t *slot; uint64_t tag; long due; } fake_op;
+static const char *g_workdir = ".";
+
+typedef struct { const uint8_t *dst; size_t length; } flight;
 typedef struct { int layer, expert; const uint8_t *slot; } held_pin;
 
+/* What the test sees of the reader's kernel reads, through the reorder hook's callbacks. */
 typedef struct {
-    int n_layers, n_experts, depth;
-    fake_op op[MAX_OPS];
-    int n_op;
-    long now;
-    unsigned long long rng;
-    int fail_key;                 /* key whose reads fail (-1 none) */
-    uint8_t *seen[MAX_SEEN];      /* distinct slot addresses ever used */
+    flight in_flight[MAX_FLIGHT];
+    int n_flight;
+    const uint8_t *seen[MAX_SEEN]; /* distinct slot addresses ever read into */
     int n_seen;
-    uint8_t *lowest;
+    const uint8_t *lowest;
     held_pin *held;               /* the test's pins, to catch a read into a pinned slot */
     int *n_held;
     uint64_t submits;
-} fake_io;
+} watch;
+
+/* A one-shard checkpoint of n_layers x n_experts routed experts, every layer MoE. */
+typedef struct {
+    checkpoint ck;
+    shard_info shard;
+    tensor_info *tensors;
+    expert_extent *experts;
+    char path[512], file[64];
+} synth_disk;
 
 static uint8_t pattern_byte(int layer, int expert, int i) { return (uint8_t)(layer * 131 + expert * 17 + i * 7 + (i >> 8)); }
 
-static void fill_pattern(uint8_t *slot, int layer, int expert)
+static void fill_pattern(uint8_t *x, int layer, int expert)
 {
-    memcpy(slot, &layer, sizeof layer);
-    memcpy(slot + 4, &expert, sizeof expert);
-    for (int i = 8; i < PATTERN_BYTES; i++) slot[i] = pattern_byte(layer, expert, i);
+    memcpy(x, &layer, sizeof layer);
+    memcpy(x + 4, &expert, sizeof expert);
+    for (int i = 8; i < EXPERT_BYTES; i++) x[i] = pattern_byte(layer, expert, i);
 }
 
 static int holds_expert(const uint8_t *slot, int layer, int expert)
@@ -44,71 +58,106 @@ static int holds_expert(const uint8_t *slot, int layer, int expert)
     memcpy(&l, slot, sizeof l);
     memcpy(&e, slot + 4, sizeof e);
     if (l != layer || e != expert) return 0;
-    for (int i = 8; i < PATTERN_BYTES; i++)
+    for (int i = 8; i < EXPERT_BYTES; i++)
         if (slot[i] != pattern_byte(layer, expert, i)) return 0;
     return 1;
 }
 
-static int fake_submit(void *self, int layer, int expert, void *slot, uint64_t tag)
+static void disk_add_expert(synth_disk *d, int layer, int expert, int key)
 {
-    fake_io *f = self;
-    if (f->n_op == f->depth) return -1;
-    CHECK(((uintptr_t)slot & 4095) == 0, "slot %p not 4096-aligned", slot);
-    CHECK(layer >= 0 && layer < f->n_layers && expert >= 0 && expert < f->n_experts, "bad expert %d/%d", layer, expert);
-    for (int i = 0; i < *f->n_held; i++)
-        CHECK(f->held[i].slot != slot, "read of %d/%d into the slot pinned for %d/%d", layer, expert,
-              f->held[i].layer, f->held[i].expert);
-    for (int i = 0; i < f->n_op; i++) CHECK(f->op[i].slot != slot, "two reads in flight into one slot");
-    int known = 0;
-    for (int i = 0; i < f->n_seen; i++) known |= f->seen[i] == slot;
-    if (!known && f->n_seen < MAX_SEEN) f->seen[f->n_seen++] = slot;
-    if (!f->lowest || (uint8_t *)slot < f->lowest) f->lowest = slot;
-    memset(slot, 0xEE, PATTERN_BYTES); /* poison: a slot handed out before completion fails the pattern */
-    f->op[f->n_op++] = (fake_op){layer, expert, slot, tag, f->now + rng_below(&f->rng, 6)};
-    f->submits++;
-    return 0;
-}
-
-/* Completes due reads in random order; advances time until min_complete are due. */
-static int fake_reap(void *self, int min_complete, uint64_t *tags, int *status, int max)
-{
-    fake_io *f = self;
-    int got = 0;
-    f->now++;
-    for (;;) {
-        for (int pass = 0; pass < f->n_op && got < max;) {
-            int i = rng_below(&f->rng, f->n_op);
-            if (f->op[i].due > f->now) { pass++; continue; }
-            fake_op op = f->op[i];
-            f->op[i] = f->op[--f->n_op];
-            int key = op.layer * f->n_experts + op.expert;
-            if (key == f->fail_key) status[got] = -EIO;
-            else { fill_pattern(op.slot, op.layer, op.expert); status[got] = 0; }
-            tags[got++] = op.tag;
-            pass = 0;
-        }
-        if (got >= min_complete || f->n_op == 0) return got;
-        f->now++;
+    static const char *suffix[EXPERT_NTENSORS] = {"gate.w", "gate.s", "up.w", "up.s", "down.w", "down.s"};
+    expert_extent *x = &d->experts[key];
+    uint64_t base = DATA_START + (uint64_t)key * SLOT_BYTES;
+    for (int t = 0; t < EXPERT_NTENSORS; t++) {
+        tensor_info *ti = &d->tensors[key * EXPERT_NTENSORS + t];
+        *ti = (tensor_info){.name = (char *)suffix[t], .shard = 0, .offset = base + tensor_at[t],
+                            .nbytes = tensor_len[t], .dtype = t % 2 ? DTYPE_F32 : DTYPE_F8_E4M3, .ndim = 1,
+                            .shape = {(int64_t)tensor_len[t]}};
+        x->t[t] = ti;
     }
+    x->npieces = 1;
+    x->piece[0].shard = 0;
+    x->piece[0].offset = base;
+    x->piece[0].length = EXPERT_BYTES;
+    x->contiguous = 1;
+    (void)layer; (void)expert;
 }
 
-static int fake_inflight(void *self) { return ((fake_io *)self)->n_op; }
-
-static void fake_view(void *self, int layer, int expert, const void *slot, expert_weights *out)
+static int disk_create(synth_disk *d, int n_layers, int n_experts)
 {
-    (void)self; (void)layer; (void)expert;
-    const uint8_t *s = slot;
-    *out = (expert_weights){.gate = s, .up = s + 1024, .down = s + 2048, .gate_scale = (const float *)(s + 4096),
-                            .up_scale = (const float *)(s + 4096 + 256), .down_scale = (const float *)(s + 4096 + 512)};
+    memset(d, 0, sizeof *d);
+    int n_keys = n_layers * n_experts;
+    uint64_t size = DATA_START + (uint64_t)n_keys * SLOT_BYTES;
+    d->tensors = calloc((size_t)n_keys * EXPERT_NTENSORS, sizeof *d->tensors);
+    d->experts = calloc((size_t)n_keys, sizeof *d->experts);
+    uint8_t *bytes = calloc(1, size);
+    snprintf(d->file, sizeof d->file, "cache_live_%dx%d.bin", n_layers, n_experts);
+    snprintf(d->path, sizeof d->path, "%s/%s", g_workdir, d->file);
+    FILE *f = fopen(d->path, "wb");
+    CHECK(d->tensors && d->experts && bytes && f, "cannot create %s: %s", d->path, strerror(errno));
+    if (!d->tensors || !d->experts || !bytes || !f) { if (f) fclose(f); free(bytes); return -1; }
+    for (int l = 0; l < n_layers; l++)
+        for (int e = 0; e < n_experts; e++) {
+            disk_add_expert(d, l, e, l * n_experts + e);
+            fill_pattern(bytes + DATA_START + (size_t)(l * n_experts + e) * SLOT_BYTES, l, e);
+        }
+    int ok = fwrite(bytes, 1, size, f) == size;
+    ok &= fclose(f) == 0;
+    free(bytes);
+    CHECK(ok, "cannot write %s", d->path);
+    d->shard = (shard_info){.path = d->path, .file = d->file, .fd = -1, .size = size, .header_len = DATA_START - 8};
+    d->ck.dir = (char *)g_workdir;
+    d->ck.cfg.num_hidden_layers = n_layers;
+    d->ck.cfg.n_routed_experts = n_experts;
+    d->ck.n_shards = 1;
+    d->ck.shards = &d->shard;
+    d->ck.n_tensors = n_keys * EXPERT_NTENSORS;
+    d->ck.tensors = d->tensors;
+    d->ck.experts = d->experts;
+    return ok ? 0 : -1;
 }
 
-static const char *fake_error(void *self) { (void)self; return "fake reader: injected EIO"; }
-static uint64_t fake_bytes(void *self, int layer, int expert) { (void)self; (void)layer; (void)expert; return 5000; }
+static void disk_free(synth_disk *d)
+{
+    remove(d->path);
+    free(d->tensors);
+    free(d->experts);
+}
 
-static const expert_cache_io fake_ops = {fake_submit, fake_reap, fake_inflight, fake_view, fake_error, fake_bytes};
+static int overlaps(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen) { return a < b + blen && b < a + alen; }
+
+static void on_start(void *ctx, const void *dst_v, size_t length)
+{
+    watch *w = ctx;
+    const uint8_t *dst = dst_v;
+    CHECK(((uintptr_t)dst & 4095) == 0, "read into %p: not 4096-aligned", dst_v);
+    for (int i = 0; i < *w->n_held; i++)
+        CHECK(!overlaps(dst, length, w->held[i].slot, 1), "read into the slot pinned for %d/%d",
+              w->held[i].layer, w->held[i].expert);
+    for (int i = 0; i < w->n_flight; i++)
+        CHECK(!overlaps(dst, length, w->in_flight[i].dst, w->in_flight[i].length), "two reads in flight into one slot");
+    CHECK(w->n_flight < MAX_FLIGHT, "too many reads in flight");
+    if (w->n_flight < MAX_FLIGHT) w->in_flight[w->n_flight++] = (flight){dst, length};
+    int known = 0;
+    for (int i = 0; i < w->n_seen; i++) known |= w->seen[i] == dst;
+    if (!known && w->n_seen < MAX_SEEN) w->seen[w->n_seen++] = dst;
+    if (!w->lowest || dst < w->lowest) w->lowest = dst;
+    w->submits++;
+}
+
+static void on_land(void *ctx, const void *dst, size_t length)
+{
+    watch *w = ctx;
+    (void)length;
+    for (int i = 0; i < w->n_flight; i++)
+        if (w->in_flight[i].dst == dst) { w->in_flight[i] = w->in_flight[--w->n_flight]; return; }
+    CHECK(0, "a read landed that never started");
+}
 
 typedef struct {
-    fake_io io;
+    synth_disk disk;
+    expert_reader *reader;
+    watch io;
     held_pin held[MAX_HELD];
     int n_held;
     expert_cache *cache;
@@ -116,16 +165,33 @@ typedef struct {
     uint64_t requests;
 } rig;
 
-static void rig_init(rig *r, int n_layers, int n_experts, int n_slots, int depth, cache_policy_kind kind, unsigned long long seed)
+/* The reader has `depth` reads in flight at most; completions come back out of order. */
+static void rig_init(rig *r, int n_layers, int n_experts, int n_slots, int depth, io_backend backend,
+                     cache_policy_kind kind, unsigned long long seed)
 {
     memset(r, 0, sizeof *r);
-    r->io = (fake_io){.n_layers = n_layers, .n_experts = n_experts, .depth = depth, .rng = seed, .fail_key = -1};
     r->io.held = r->held;
     r->io.n_held = &r->n_held;
+    if (disk_create(&r->disk, n_layers, n_experts) < 0) return;
     char err[256];
-    r->cache = expert_cache_create_io(&fake_ops, &r->io, n_layers, n_experts, SLOT_BYTES, n_slots, kind, err, sizeof err);
+    r->reader = expert_reader_create(&r->disk.ck, backend, depth, err, sizeof err);
+    CHECK(r->reader != NULL, "reader: %s", err);
+    if (!r->reader) return;
+    io_test_reorder how = {.seed = seed, .max_delay = 5, .on_start = on_start, .on_land = on_land, .ctx = &r->io};
+    CHECK(expert_reader_test_reorder(r->reader, &how) == 0, "reorder: %s", expert_reader_error(r->reader));
+    r->cache = expert_cache_create(&r->disk.ck, r->reader, n_slots, kind, err, sizeof err);
     CHECK(r->cache != NULL, "create: %s", err);
-    r->p = expert_cache_provider(r->cache);
+    CHECK(!r->cache || expert_cache_slot_bytes(r->cache) == SLOT_BYTES, "slot bytes %zu",
+          r->cache ? expert_cache_slot_bytes(r->cache) : 0);
+    if (r->cache) r->p = expert_cache_provider(r->cache);
+}
+
+static void rig_free(rig *r)
+{
+    expert_cache_free(r->cache);
+    CHECK(r->io.n_flight == 0, "%d reads still in flight after the cache is gone", r->io.n_flight);
+    expert_reader_free(r->reader);
+    disk_free(&r->disk);
 }
 
 static void rig_release(rig *r, int i)
@@ -152,12 +218,12 @@ static int rig_acquire(rig *r, int layer, int *list, int *n)
 
 /* A forward-pass-like random walk: decode order over layers, a union of 1..8 experts per layer,
  * pins held a while (some across layers), releases in random order, guesses for the next layer. */
-static void property_walk(cache_policy_kind kind, int n_slots, int depth, unsigned long long seed)
+static void property_walk(cache_policy_kind kind, int n_slots, int depth, io_backend backend, unsigned long long seed)
 {
     enum { LAYERS = 5, EXPERTS = 12, STEPS = 1500 };
     rig r;
-    rig_init(&r, LAYERS, EXPERTS, n_slots, depth, kind, seed);
-    if (!r.cache) return;
+    rig_init(&r, LAYERS, EXPERTS, n_slots, depth, backend, kind, seed);
+    if (!r.cache) { rig_free(&r); return; }
     unsigned long long rng = seed * 7 + 1;
     for (int step = 0; step < STEPS; step++) {
         int layer = step % LAYERS, list[8], n = 1 + rng_below(&rng, 8), taken[EXPERTS] = {0};
@@ -201,12 +267,12 @@ static void property_walk(cache_policy_kind kind, int n_slots, int depth, unsign
     CHECK(s.prefetch_used + s.prefetch_wasted <= s.prefetch_issued, "prefetch accounting");
     CHECK(s.reads_completed <= r.io.submits && s.reads_completed + (uint64_t)depth >= r.io.submits, "reads");
     CHECK(s.max_inflight <= depth, "in flight %d > depth %d", s.max_inflight, depth);
-    CHECK(s.bytes_read == s.reads_completed * 5000, "bytes read");
+    CHECK(s.bytes_read == s.reads_completed * EXPERT_BYTES, "bytes read");
     uint64_t layer_hits = 0;
     for (int l = 0; l < s.n_layers; l++) layer_hits += s.layer[l].hits;
     CHECK(layer_hits == s.hits, "per-layer hits add up");
     expert_cache_stats_release(&s);
-    expert_cache_free(r.cache);
+    rig_free(&r);
 }
 
 /* One request at a time (want one expert, acquire, release), the live cache must make exactly the
@@ -225,8 +291,8 @@ static void test_matches_simulator(void)
     for (int k = 0; k < 3; k++)
         for (int z = 0; z < 4; z++) {
             rig r;
-            rig_init(&r, LAYERS, EXPERTS, sizes[z], 4, kinds[k], 5);
-            if (!r.cache) continue;
+            rig_init(&r, LAYERS, EXPERTS, sizes[z], 4, IO_BACKEND_AUTO, kinds[k], 5);
+            if (!r.cache) { rig_free(&r); continue; }
             for (int i = 0; i < N; i++) {
                 int layer = keys[i] / EXPERTS, e = keys[i] % EXPERTS, n = 1;
                 r.p.want(r.p.self, layer, &e, 1);
@@ -241,7 +307,7 @@ static void test_matches_simulator(void)
                   cache_policy_name(kinds[k]), sizes[z], (unsigned long long)s.hits, (unsigned long long)sim.hits);
             CHECK(s.reads_completed == sim.misses, "one read per miss");
             expert_cache_stats_release(&s);
-            expert_cache_free(r.cache);
+            rig_free(&r);
         }
 }
 
@@ -249,7 +315,8 @@ static void test_matches_simulator(void)
 static void test_cycles_small_cache(void)
 {
     rig r;
-    rig_init(&r, 2, 16, 1, 2, CACHE_POLICY_LFU, 3);
+    rig_init(&r, 2, 16, 1, 2, IO_BACKEND_AUTO, CACHE_POLICY_LFU, 3);
+    if (!r.cache) { rig_free(&r); return; }
     int list[6] = {0, 3, 5, 7, 9, 11}, n = 6;
     r.p.want(r.p.self, 1, list, n);
     while (n > 0) {
@@ -257,14 +324,15 @@ static void test_cycles_small_cache(void)
         rig_release(&r, 0);
     }
     CHECK(r.io.submits == 6 && r.io.n_seen == 1, "%llu reads into %d slots", (unsigned long long)r.io.submits, r.io.n_seen);
-    expert_cache_free(r.cache);
+    rig_free(&r);
 }
 
 /* Every slot pinned: one clear error, no hang; fine again once released. */
 static void test_all_pinned(void)
 {
     rig r;
-    rig_init(&r, 2, 8, 2, 4, CACHE_POLICY_LRU, 4);
+    rig_init(&r, 2, 8, 2, 4, IO_BACKEND_PREAD, CACHE_POLICY_LRU, 4);
+    if (!r.cache) { rig_free(&r); return; }
     int list[2] = {1, 2}, n = 2;
     r.p.want(r.p.self, 0, list, n);
     rig_acquire(&r, 0, list, &n);
@@ -276,22 +344,23 @@ static void test_all_pinned(void)
     rig_release(&r, 0);
     CHECK(rig_acquire(&r, 1, &e, &one) == 0, "after a release: %s", r.p.error(r.p.self));
     while (r.n_held) rig_release(&r, 0);
-    expert_cache_free(r.cache);
+    rig_free(&r);
 }
 
 /* A failed read: acquire reports it (naming layer and expert), the slot is freed, later layers work. */
 static void test_read_error(void)
 {
     rig r;
-    rig_init(&r, 3, 8, 4, 4, CACHE_POLICY_ARC, 5);
-    r.io.fail_key = 1 * 8 + 6;
+    rig_init(&r, 3, 8, 4, 4, IO_BACKEND_AUTO, CACHE_POLICY_ARC, 5);
+    if (!r.cache) { rig_free(&r); return; }
+    expert_reader_test_fail_expert(r.reader, 1, 6);
     int list[3] = {2, 6, 7}, n = 3, rc = 0;
     r.p.want(r.p.self, 1, list, n);
     while (n > 0 && (rc = rig_acquire(&r, 1, list, &n)) == 0) {}
     CHECK(rc == -1, "a failed read must fail acquire");
     CHECK(strstr(r.p.error(r.p.self), "layer 1 expert 6") != NULL, "error names the expert: %s", r.p.error(r.p.self));
     while (r.n_held) rig_release(&r, 0);
-    r.io.fail_key = -1;
+    expert_reader_test_fail_expert(r.reader, -1, -1);
     int more[2] = {6, 3}, m = 2;
     r.p.want(r.p.self, 2, more, m);
     while (m > 0) CHECK(rig_acquire(&r, 2, more, &m) == 0, "after error: %s", r.p.error(r.p.self));
@@ -300,14 +369,15 @@ static void test_read_error(void)
     expert_cache_stats_get(r.cache, &s);
     CHECK(s.read_errors == 1, "read errors %llu", (unsigned long long)s.read_errors);
     expert_cache_stats_release(&s);
-    expert_cache_free(r.cache);
+    rig_free(&r);
 }
 
 /* Guesses: a right one counts used (and as a hit), a wrong one wasted when its layer comes. */
 static void test_prefetch_accounting(void)
 {
     rig r;
-    rig_init(&r, 3, 8, 8, 8, CACHE_POLICY_LRU, 6);
+    rig_init(&r, 3, 8, 8, 8, IO_BACKEND_AUTO, CACHE_POLICY_LRU, 6);
+    if (!r.cache) { rig_free(&r); return; }
     int l0[2] = {0, 1}, n = 2;
     r.p.want(r.p.self, 0, l0, n);
     int guess[2] = {3, 4};
@@ -325,13 +395,12 @@ static void test_prefetch_accounting(void)
           (unsigned long long)s.prefetch_issued, (unsigned long long)s.prefetch_used, (unsigned long long)s.prefetch_wasted);
     CHECK(s.layer[1].hits == 1 && s.layer[1].misses == 1 && s.layer[0].misses == 2, "layer counts");
     CHECK(s.reads_completed == 5, "reads %llu", (unsigned long long)s.reads_completed);
-    /* prefetch off: a no-op */
-    expert_cache_set_prefetch(r.cache, 0);
+    /* the cache honours every guess it has room for (whether to guess is the forward pass's choice) */
     int g = 7;
     r.p.prefetch(r.p.self, 2, &g, 1);
     expert_cache_stats t;
     expert_cache_stats_get(r.cache, &t);
-    CHECK(t.prefetch_issued == 2, "prefetch while disabled");
+    CHECK(t.prefetch_issued == 3, "a guess with free slots is read: issued %llu", (unsigned long long)t.prefetch_issued);
 
     cJSON *j = expert_cache_stats_json(&s);
     char *text = cJSON_PrintUnformatted(j);
@@ -347,7 +416,7 @@ static void test_prefetch_accounting(void)
     if (devnull) { expert_cache_stats_print(&s, devnull); fclose(devnull); }
     expert_cache_stats_release(&t);
     expert_cache_stats_release(&s);
-    expert_cache_free(r.cache);
+    rig_free(&r);
 }
 
 static void test_small_functions(void)
@@ -362,19 +431,34 @@ static void test_small_functions(void)
     CHECK(cache_latency_percentile(h, 0.9) == 8192, "p90");
     CHECK(cache_latency_percentile(h, 0.99) == (1u << 21), "p99");
     char err[256];
-    int dummy;
-    CHECK(expert_cache_create_io(&fake_ops, &dummy, 2, 8, 1000, 4, CACHE_POLICY_LRU, err, sizeof err) == NULL, "slot size must be 4096-aligned");
-    CHECK(expert_cache_create_io(&fake_ops, &dummy, 2, 8, 4096, 0, CACHE_POLICY_LRU, err, sizeof err) == NULL, "zero slots");
-    CHECK(expert_cache_create_io(&fake_ops, &dummy, 2, 8, 4096, 2, CACHE_POLICY_OPT, err, sizeof err) == NULL, "opt is offline");
+    synth_disk d;
+    if (disk_create(&d, 2, 8) < 0) return;
+    expert_reader *rd = expert_reader_create(&d.ck, IO_BACKEND_AUTO, 4, err, sizeof err);
+    CHECK(rd != NULL, "reader: %s", err);
+    if (rd) {
+        CHECK(expert_reader_slot_bytes(rd) % 4096 == 0, "slot size must be 4096-aligned");
+        CHECK(expert_cache_create(&d.ck, rd, 0, CACHE_POLICY_LRU, err, sizeof err) == NULL, "zero slots");
+        CHECK(expert_cache_create(&d.ck, rd, 2, CACHE_POLICY_OPT, err, sizeof err) == NULL, "opt is offline");
+        CHECK(expert_cache_create(&d.ck, NULL, 2, CACHE_POLICY_LRU, err, sizeof err) == NULL, "no reader");
+        CHECK(expert_cache_create(NULL, rd, 2, CACHE_POLICY_LRU, err, sizeof err) == NULL, "no checkpoint");
+        expert_cache *c = expert_cache_create(&d.ck, rd, 3, CACHE_POLICY_LFU, err, sizeof err);
+        CHECK(c && expert_cache_n_slots(c) == 3 && expert_cache_slot_bytes(c) == expert_reader_slot_bytes(rd), "create: %s", err);
+        expert_cache_free(c);
+        expert_reader_free(rd);
+    }
+    disk_free(&d);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc != 2) { fprintf(stderr, "usage: test_cache_live WORKDIR\n"); return 2; }
+    g_workdir = argv[1];
     cache_policy_kind kinds[] = {CACHE_POLICY_LRU, CACHE_POLICY_LFU, CACHE_POLICY_ARC};
     int sizes[] = {1, 2, 3, 5, 9, 24};
     for (int k = 0; k < 3; k++)
         for (int z = 0; z < 6; z++)
-            property_walk(kinds[k], sizes[z], 1 + (z % 4) * 2, 1000 + (unsigned long long)(k * 10 + z));
+            property_walk(kinds[k], sizes[z], 1 + (z % 4) * 2, z % 2 ? IO_BACKEND_PREAD : IO_BACKEND_AUTO,
+                          1000 + (unsigned long long)(k * 10 + z));
     test_matches_simulator();
     test_cycles_small_cache();
     test_all_pinned();
