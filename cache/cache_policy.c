@@ -162,7 +162,7 @@ static int any_evictable(const cache_policy *p, cache_evictable_fn ok, void *ctx
 
 /* LRU: one list, most recent first; a request moves its key to the head.
  * The victim is the evictable key nearest the tail: the one unused for longest.
- * At R1's ratio every reuse is farther than the cache is long, so it mostly misses (DESIGN.md). */
+ * At R1's ratio most reuses are farther apart than the cache is long, so it mostly misses. */
 static int lru_victim(cache_policy *p, cache_evictable_fn ok, void *ctx)
 {
     return list_oldest_evictable(p, LIST_T1, ok, ctx);
@@ -207,10 +207,9 @@ static int arc_take_victim(cache_policy *p, int from, int ghost, cache_evictable
     return v;
 }
 
-/* ARC's REPLACE (Megiddo & Modha 2003): T1 holds keys seen once recently, T2 keys seen twice;
- * evict T1's oldest into ghost B1 when T1 exceeds its adaptive target p (or equals it and the
- * request was a B2 ghost), else T2's oldest into B2. Pinned keys are skipped, falling back to the
- * other list. */
+/* ARC: T1 holds keys seen once recently, T2 keys seen twice; ghost lists B1/B2 remember evictions.
+ * The victim is T1's oldest (ghosted into B1) when T1 exceeds its adaptive target p, or equals it
+ * on a B2 ghost hit; else T2's oldest (into B2). Pinned keys are skipped, trying the other list. */
 static int arc_replace(cache_policy *p, int key_in_b2, cache_evictable_fn ok, void *ctx)
 {
     int t1 = p->list[LIST_T1].size;

@@ -309,9 +309,9 @@ static void settle_layer_guesses(expert_cache *c, int layer)
     }
 }
 
-void expert_cache_want(void *self, int layer, const int *experts, int n)
+void expert_cache_want(void *cache, int layer, const int *experts, int n)
 {
-    expert_cache *c = self;
+    expert_cache *c = cache;
     if (reap(c, 0) < 0) return; /* the error is reported by acquire_any */
     if (layer < 0 || layer >= c->n_layers) return;
     begin_layer(c, layer);
@@ -340,9 +340,9 @@ static int pick_ready(const expert_cache *c, int layer, const int *experts, int 
     return *open_left ? -1 : any;
 }
 
-int expert_cache_acquire_any(void *self, int layer, const int *experts, int n, int *which, expert_weights *out)
+int expert_cache_acquire_any(void *cache, int layer, const int *experts, int n, int *which, expert_weights *out)
 {
-    expert_cache *c = self;
+    expert_cache *c = cache;
     if (n <= 0) { snprintf(c->err, sizeof c->err, "expert cache: acquire_any with an empty list"); return -1; }
     for (int i = 0; i < n; i++)
         if (key_of(c, layer, experts[i]) < 0) {
@@ -377,9 +377,9 @@ int expert_cache_acquire_any(void *self, int layer, const int *experts, int n, i
     }
 }
 
-void expert_cache_release(void *self, int layer, int expert)
+void expert_cache_release(void *cache, int layer, int expert)
 {
-    expert_cache *c = self;
+    expert_cache *c = cache;
     int k = key_of(c, layer, expert);
     if (k < 0 || c->slot_of_key[k] < 0) return;
     slot_info *si = &c->slot[c->slot_of_key[k]];
@@ -398,9 +398,9 @@ static int layer_has_pending(const expert_cache *c)
 /* Guesses take a free slot, or the policy's own victim when it ranks it no higher than the guess
  * (cache_policy_prefetch); never while the current layer still waits for a slot, never more than
  * prefetch_cap unused guesses, and never on a full queue: a guess must not delay a real read. */
-void expert_cache_prefetch(void *self, int layer, const int *experts, int n)
+void expert_cache_prefetch(void *cache, int layer, const int *experts, int n)
 {
-    expert_cache *c = self;
+    expert_cache *c = cache;
     if (reap(c, 0) < 0 || layer_has_pending(c)) return;
     for (int i = 0; i < n && c->prefetch_outstanding < c->prefetch_cap; i++) {
         int k = key_of(c, layer, experts[i]), victim;
@@ -410,9 +410,9 @@ void expert_cache_prefetch(void *self, int layer, const int *experts, int n)
     }
 }
 
-const char *expert_cache_error(void *self)
+const char *expert_cache_error(void *cache)
 {
-    return ((expert_cache *)self)->err;
+    return ((expert_cache *)cache)->err;
 }
 
 expert_provider expert_cache_provider(expert_cache *c)

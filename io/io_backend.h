@@ -38,7 +38,7 @@ typedef struct io_engine {
 int uring_engine_create(io_engine *out, const int *fds, int n_fds, int max_requests, char *err, size_t errlen);
 int pread_engine_create(io_engine *out, const int *fds, int n_fds, int n_threads, int max_requests,
                         char *err, size_t errlen);
-/* Tests only (expert_reader_test_reorder): *engine becomes a wrapper that owns the old engine and
+/* Tests only (expert_reader_test_reorder): *engine becomes a wrapper that owns the engine it held and
  * delivers its completions late and out of order. 0, or -ENOMEM (engine unchanged). */
 int reorder_engine_wrap(io_engine *engine, int max_requests, const io_test_reorder *how);
 

@@ -1,7 +1,8 @@
 /* The live cache over the real reader (io/expert_io.h) on the R1-format fixtures: a decode-like walk
  * of random expert unions per MoE layer through a cache smaller than one layer's union, prefetch
- * guesses included; every acquired expert's six tensors must equal checkpoint_read of them (a
- * plain pread, independent of the cache and io_uring). usage: test_cache_reader FIXTURE_DIR... */
+ * guesses included, once with completions reordered; every acquired expert's six tensors must equal
+ * checkpoint_read of them (a plain pread, independent of the cache and io_uring).
+ * usage: test_cache_reader FIXTURE_DIR... */
 #include <string.h>
 #include "cache/expert_cache.h"
 #include "tests/test_cache_check.h"
@@ -21,12 +22,15 @@ static int weights_match(const checkpoint *ck, int layer, int expert, const expe
     return 1;
 }
 
-static void walk(const checkpoint *ck, io_backend backend, cache_policy_kind kind, int n_slots)
+/* reorder: completions come back late and out of order (the reader's reordering test backend). */
+static void walk(const checkpoint *ck, io_backend backend, cache_policy_kind kind, int n_slots, int reorder)
 {
     char err[512];
     expert_reader *r = expert_reader_create(ck, backend, 4, err, sizeof err);
     CHECK(r != NULL, "reader: %s", err);
     if (!r) return;
+    io_test_reorder how = {.seed = 12345, .max_delay = 3};
+    CHECK(!reorder || expert_reader_test_reorder(r, &how) == 0, "reorder: %s", expert_reader_error(r));
     expert_cache *c = expert_cache_create(ck, r, n_slots, kind, err, sizeof err);
     CHECK(c != NULL, "cache: %s", err);
     if (!c) { expert_reader_free(r); return; }
@@ -81,9 +85,10 @@ int main(int argc, char **argv)
         checkpoint *ck = checkpoint_open(argv[i], err, sizeof err);
         CHECK(ck != NULL, "%s", err);
         if (!ck) continue;
-        walk(ck, IO_BACKEND_AUTO, CACHE_POLICY_LFU, 5);
-        walk(ck, IO_BACKEND_PREAD, CACHE_POLICY_ARC, 3);
-        walk(ck, IO_BACKEND_AUTO, CACHE_POLICY_LRU, 40);
+        walk(ck, IO_BACKEND_AUTO, CACHE_POLICY_LFU, 5, 0);
+        walk(ck, IO_BACKEND_PREAD, CACHE_POLICY_ARC, 3, 0);
+        walk(ck, IO_BACKEND_AUTO, CACHE_POLICY_LRU, 40, 0);
+        walk(ck, IO_BACKEND_AUTO, CACHE_POLICY_LFU, 4, 1);
         checkpoint_close(ck);
     }
     return check_report("test_cache_reader");

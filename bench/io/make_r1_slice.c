@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* R1's config.json values (spec section 2). */
+/* The values of DeepSeek-R1's config.json. */
 enum {
     R1_VOCAB = 129280, R1_HIDDEN = 7168, R1_INTER = 18432, R1_MOE_INTER = 2048, R1_HEADS = 128,
     R1_Q_RANK = 1536, R1_KV_RANK = 512, R1_NOPE = 128, R1_ROPE = 64, R1_V = 128, R1_EXPERTS = 256,
