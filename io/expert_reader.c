@@ -226,8 +226,8 @@ static int build_plans(expert_reader *r, char *err, size_t errlen)
 
 static int64_t apply_fault(expert_reader *r, const read_unit *u, int64_t res)
 {
-    const read_job *j = &r->jobs[u->job];
-    if (j->layer == r->fail_layer && j->expert == r->fail_expert) return -EIO;
+    if (r->fail_layer >= 0 && r->jobs[u->job].layer == r->fail_layer && r->jobs[u->job].expert == r->fail_expert)
+        return -EIO;
     if (r->fault_count <= 0) return res;
     r->fault_count--;
     switch (r->fault) {
