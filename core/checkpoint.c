@@ -42,7 +42,7 @@ static int index_build(checkpoint *ck, char *err, size_t errlen)
     while (cap < 2u * (uint32_t)ck->n_tensors) cap <<= 1;
     checkpoint_index *ix = calloc(1, sizeof *ix);
     if (ix) ix->slot = calloc(cap, sizeof *ix->slot);
-    if (!ix || !ix->slot) { free(ix); ck_errorf(err, errlen, "%s: out of memory for the tensor index", ck->dir); return -1; }
+    if (!ix || !ix->slot) { free(ix); error_set(err, errlen, "%s: out of memory for the tensor index", ck->dir); return -1; }
     ix->mask = cap - 1;
     ck->index = ix;
     for (int t = 0; t < ck->n_tensors; t++) {
@@ -51,7 +51,7 @@ static int index_build(checkpoint *ck, char *err, size_t errlen)
         for (; ix->slot[i]; i = (i + 1) & ix->mask) {
             const tensor_info *o = &ck->tensors[ix->slot[i] - 1];
             if (!strcmp(o->name, name)) {
-                ck_errorf(err, errlen, "%s: tensor '%s' appears in two shard headers (also in %s)", ck->shards[ck->tensors[t].shard].path,
+                error_set(err, errlen, "%s: tensor '%s' appears in two shard headers (also in %s)", ck->shards[ck->tensors[t].shard].path,
                           name, ck->shards[o->shard].file);
                 return -1;
             }
@@ -113,12 +113,12 @@ static int shard_of_file(const checkpoint *ck, const char *file)
 static int check_weight_map(const char *ipath, const cJSON *wm, char *err, size_t errlen)
 {
     if (!cJSON_IsObject(wm) || !wm->child) {
-        ck_errorf(err, errlen, "%s: key 'weight_map' missing or empty (expected tensor name -> shard file)", ipath);
+        error_set(err, errlen, "%s: key 'weight_map' missing or empty (expected tensor name -> shard file)", ipath);
         return -1;
     }
     for (const cJSON *e = wm->child; e; e = e->next) {
         if (!cJSON_IsString(e) || !e->valuestring[0] || strchr(e->valuestring, '/') || !strcmp(e->valuestring, "..")) {
-            ck_errorf(err, errlen, "%s: tensor '%s': weight_map value must be a shard file name in the same directory", ipath, e->string);
+            error_set(err, errlen, "%s: tensor '%s': weight_map value must be a shard file name in the same directory", ipath, e->string);
             return -1;
         }
     }
@@ -130,20 +130,20 @@ static int collect_shards(checkpoint *ck, const char *ipath, const cJSON *wm, ch
 {
     int n = cJSON_GetArraySize(wm), k = 0;
     char **names = malloc((size_t)n * sizeof *names);
-    if (!names) { ck_errorf(err, errlen, "%s: out of memory", ipath); return -1; }
+    if (!names) { error_set(err, errlen, "%s: out of memory", ipath); return -1; }
     for (const cJSON *e = wm->child; e; e = e->next) names[k++] = e->valuestring;
     qsort(names, (size_t)n, sizeof *names, cmp_str);
     int u = 0;
     for (int i = 0; i < n; i++)
         if (!u || strcmp(names[i], names[u - 1])) names[u++] = names[i];
     ck->shards = calloc((size_t)u, sizeof *ck->shards);
-    if (!ck->shards) { free(names); ck_errorf(err, errlen, "%s: out of memory", ipath); return -1; }
+    if (!ck->shards) { free(names); error_set(err, errlen, "%s: out of memory", ipath); return -1; }
     ck->n_shards = u;
     for (int i = 0; i < u; i++) {
         ck->shards[i].fd = -1;
         ck->shards[i].file = strdup(names[i]);
         ck->shards[i].path = path_join(ck->dir, names[i]);
-        if (!ck->shards[i].file || !ck->shards[i].path) { free(names); ck_errorf(err, errlen, "%s: out of memory", ipath); return -1; }
+        if (!ck->shards[i].file || !ck->shards[i].path) { free(names); error_set(err, errlen, "%s: out of memory", ipath); return -1; }
     }
     free(names);
     return 0;
@@ -162,7 +162,7 @@ static int load_shard(checkpoint *ck, int s, const cJSON *wm, int *cap, char *er
     shard_info *sh = &ck->shards[s];
     sh->fd = open(sh->path, O_RDONLY | O_CLOEXEC);
     if (sh->fd < 0) {
-        ck_errorf(err, errlen, "%s: cannot open shard named by %s for tensor '%s': %s", sh->path, INDEX_FILE,
+        error_set(err, errlen, "%s: cannot open shard named by %s for tensor '%s': %s", sh->path, INDEX_FILE,
                   first_tensor_in(wm, sh->file), strerror(errno));
         return -1;
     }
@@ -174,7 +174,7 @@ static int load_shard(checkpoint *ck, int s, const cJSON *wm, int *cap, char *er
         int ncap = (*cap ? *cap * 2 : 1024);
         while (ncap < ck->n_tensors + h.n) ncap *= 2;
         tensor_info *nt = realloc(ck->tensors, (size_t)ncap * sizeof *nt);
-        if (!nt) { safetensors_header_free(&h); ck_errorf(err, errlen, "%s: out of memory", sh->path); return -1; }
+        if (!nt) { safetensors_header_free(&h); error_set(err, errlen, "%s: out of memory", sh->path); return -1; }
         ck->tensors = nt;
         *cap = ncap;
     }
@@ -200,26 +200,26 @@ static int load_shard(checkpoint *ck, int s, const cJSON *wm, int *cap, char *er
 static int cross_check_index(checkpoint *ck, const char *ipath, const cJSON *wm, char *err, size_t errlen)
 {
     unsigned char *seen = calloc((size_t)ck->n_tensors + 1, 1);
-    if (!seen) { ck_errorf(err, errlen, "%s: out of memory", ipath); return -1; }
+    if (!seen) { error_set(err, errlen, "%s: out of memory", ipath); return -1; }
     int rc = 0;
     for (const cJSON *e = wm->child; e && !rc; e = e->next) {
         int s = shard_of_file(ck, e->valuestring);
         int32_t t = index_find(ck, e->string);
         if (t < 0) {
-            ck_errorf(err, errlen, "%s: tensor '%s' is named by %s but absent from this shard's header", ck->shards[s].path, e->string, INDEX_FILE);
+            error_set(err, errlen, "%s: tensor '%s' is named by %s but absent from this shard's header", ck->shards[s].path, e->string, INDEX_FILE);
             rc = -1;
         } else if (ck->tensors[t].shard != s) {
-            ck_errorf(err, errlen, "%s: tensor '%s' mapped to %s by the index, but its header entry is in %s", ipath, e->string,
+            error_set(err, errlen, "%s: tensor '%s' mapped to %s by the index, but its header entry is in %s", ipath, e->string,
                       e->valuestring, ck->shards[ck->tensors[t].shard].file);
             rc = -1;
         } else if (seen[t]++) {
-            ck_errorf(err, errlen, "%s: tensor '%s' appears twice in weight_map", ipath, e->string);
+            error_set(err, errlen, "%s: tensor '%s' appears twice in weight_map", ipath, e->string);
             rc = -1;
         }
     }
     for (int t = 0; t < ck->n_tensors && !rc; t++)
         if (!seen[t]) {
-            ck_errorf(err, errlen, "%s: tensor '%s' is in this shard's header but missing from %s", ck->shards[ck->tensors[t].shard].path,
+            error_set(err, errlen, "%s: tensor '%s' is in this shard's header but missing from %s", ck->shards[ck->tensors[t].shard].path,
                       ck->tensors[t].name, INDEX_FILE);
             rc = -1;
         }
@@ -230,14 +230,14 @@ static int cross_check_index(checkpoint *ck, const char *ipath, const cJSON *wm,
 static int load_index_and_shards(checkpoint *ck, char *err, size_t errlen)
 {
     char *ipath = path_join(ck->dir, INDEX_FILE);
-    char *text = ipath ? ck_read_text_file(ipath, NULL, err, errlen) : NULL;
+    char *text = ipath ? text_file_read(ipath, NULL, err, errlen) : NULL;
     cJSON *root = text ? cJSON_Parse(text) : NULL;
     free(text);
     int rc = -1;
     const cJSON *wm = NULL;
-    if (!ipath) ck_errorf(err, errlen, "%s: out of memory", ck->dir);
+    if (!ipath) error_set(err, errlen, "%s: out of memory", ck->dir);
     else if (!text) { /* err already names the file */ }
-    else if (!cJSON_IsObject(root)) ck_errorf(err, errlen, "%s: malformed JSON", ipath);
+    else if (!cJSON_IsObject(root)) error_set(err, errlen, "%s: malformed JSON", ipath);
     else if (!check_weight_map(ipath, wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map"), err, errlen) &&
              !collect_shards(ck, ipath, wm, err, errlen)) {
         int cap = 0;
@@ -271,7 +271,7 @@ static int build_one_extent(checkpoint *ck, int layer, int e, expert_extent *x, 
     for (int k = 0; k < EXPERT_NTENSORS; k++) {
         x->t[k] = checkpoint_tensorf(ck, "model.layers.%d.mlp.experts.%d.%s", layer, e, expert_suffix[k]);
         if (!x->t[k]) {
-            ck_errorf(err, errlen, "%s/%s: tensor 'model.layers.%d.mlp.experts.%d.%s' missing (layer %d is MoE per config.json)", ck->dir,
+            error_set(err, errlen, "%s/%s: tensor 'model.layers.%d.mlp.experts.%d.%s' missing (layer %d is MoE per config.json)", ck->dir,
                       INDEX_FILE, layer, e, expert_suffix[k], layer);
             return -1;
         }
@@ -283,7 +283,7 @@ static int build_one_extent(checkpoint *ck, int layer, int e, expert_extent *x, 
         while (p < x->npieces && x->piece[p].shard != shard) p++;
         if (p == x->npieces) {
             if (x->npieces == 2) {
-                ck_errorf(err, errlen, "%s: tensor '%s': routed expert (layer %d, expert %d) spans more than two shards (expected 1 or 2 pieces)",
+                error_set(err, errlen, "%s: tensor '%s': routed expert (layer %d, expert %d) spans more than two shards (expected 1 or 2 pieces)",
                           ck->shards[shard].path, x->t[k]->name, layer, e);
                 return -1;
             }
@@ -308,7 +308,7 @@ static int build_expert_extents(checkpoint *ck, char *err, size_t errlen)
     const model_config *c = &ck->cfg;
     size_t n = (size_t)config_total_layers(c) * (size_t)c->n_routed_experts;
     ck->experts = calloc(n ? n : 1, sizeof *ck->experts);
-    if (!ck->experts) { ck_errorf(err, errlen, "%s: out of memory for expert extents", ck->dir); return -1; }
+    if (!ck->experts) { error_set(err, errlen, "%s: out of memory for expert extents", ck->dir); return -1; }
     for (int l = 0; l < config_total_layers(c); l++) {
         if (!config_layer_is_moe(c, l)) continue;
         for (int e = 0; e < c->n_routed_experts; e++)
@@ -325,7 +325,7 @@ checkpoint *checkpoint_open(const char *dir, char *err, size_t errlen)
     checkpoint *ck = calloc(1, sizeof *ck);
     if (!ck || !(ck->dir = strdup(dir))) {
         free(ck);
-        ck_errorf(err, errlen, "%s: out of memory", dir);
+        error_set(err, errlen, "%s: out of memory", dir);
         return NULL;
     }
     char *cpath = path_join(dir, "config.json"), *gpath = path_join(dir, "generation_config.json");
@@ -337,7 +337,7 @@ checkpoint *checkpoint_open(const char *dir, char *err, size_t errlen)
     if (!rc) rc = checkpoint_validate_tensors(ck, err, errlen);
     if (!rc) rc = build_expert_extents(ck, err, errlen);
     if (rc) {
-        if (err && errlen && !err[0]) ck_errorf(err, errlen, "%s: out of memory", dir);
+        if (err && errlen && !err[0]) error_set(err, errlen, "%s: out of memory", dir);
         checkpoint_close(ck);
         return NULL;
     }
@@ -366,7 +366,7 @@ int checkpoint_read(const checkpoint *ck, const tensor_info *t, uint64_t off, vo
 {
     const shard_info *sh = &ck->shards[t->shard];
     if (off > t->nbytes || n > t->nbytes - off) {
-        ck_errorf(err, errlen, "%s: tensor '%s': read of %llu bytes at offset %llu is outside its %llu bytes", sh->path, t->name,
+        error_set(err, errlen, "%s: tensor '%s': read of %llu bytes at offset %llu is outside its %llu bytes", sh->path, t->name,
                   (unsigned long long)n, (unsigned long long)off, (unsigned long long)t->nbytes);
         return -1;
     }
@@ -378,7 +378,7 @@ int checkpoint_read(const checkpoint *ck, const tensor_info *t, uint64_t off, vo
         ssize_t r = pread(sh->fd, p + done, (size_t)want, (off_t)(t->offset + off + done));
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
-            ck_errorf(err, errlen, "%s: tensor '%s': read at tensor offset %llu (file offset %llu) failed: %s", sh->path, t->name,
+            error_set(err, errlen, "%s: tensor '%s': read at tensor offset %llu (file offset %llu) failed: %s", sh->path, t->name,
                       (unsigned long long)(off + done), (unsigned long long)(t->offset + off + done),
                       r < 0 ? strerror(errno) : "unexpected end of file");
             return -1;

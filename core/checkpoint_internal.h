@@ -5,12 +5,7 @@
 
 #include <stdarg.h>
 #include "core/checkpoint.h"
-
-/* One line into err (never longer than errlen, always terminated). */
-void ck_errorf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-/* Whole file into a NUL-terminated malloc'd buffer; NULL with err naming the file. */
-char *ck_read_text_file(const char *path, size_t *len_out, char *err, size_t errlen);
+#include "core/text_file.h"
 
 /* config.json -> cfg, every field validated; 0 or -1 with err naming the file and key. */
 int config_load(const char *path, model_config *cfg, char *err, size_t errlen);

@@ -32,7 +32,7 @@ static int expect(expect_ctx *x, const char *suffix, int dtype, int64_t d0, int6
     const char *want_dtype = dtype == ANY_NORM ? "BF16 or F32" : dtype_name((dtype_t)dtype);
     const tensor_info *t = checkpoint_tensor(x->ck, name);
     if (!t) {
-        ck_errorf(x->err, x->errlen, "%s/model.safetensors.index.json: tensor '%s' missing (expected %s %s from config.json)", x->ck->dir,
+        error_set(x->err, x->errlen, "%s/model.safetensors.index.json: tensor '%s' missing (expected %s %s from config.json)", x->ck->dir,
                   name, want_dtype, want);
         return -1;
     }
@@ -40,7 +40,7 @@ static int expect(expect_ctx *x, const char *suffix, int dtype, int64_t d0, int6
     int shape_ok = t->ndim == ndim && t->shape[0] == d0 && (ndim == 1 || t->shape[1] == d1);
     if (!dtype_ok || !shape_ok) {
         shape_str(got, sizeof got, t->ndim, t->shape);
-        ck_errorf(x->err, x->errlen, "%s: tensor '%s' is %s %s, expected %s %s from config.json", x->ck->shards[t->shard].path, name,
+        error_set(x->err, x->errlen, "%s: tensor '%s' is %s %s, expected %s %s from config.json", x->ck->shards[t->shard].path, name,
                   dtype_name(t->dtype), got, want_dtype, want);
         return -1;
     }
