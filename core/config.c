@@ -167,12 +167,12 @@ static int parse_dimensions(const config_ctx *x, const cJSON *root, model_config
            get_int(x, root, "", "num_attention_heads", 1, 65536, &c->num_attention_heads) ||
            get_int(x, root, "", "q_lora_rank", 1, big, &c->q_lora_rank) || get_int(x, root, "", "kv_lora_rank", 1, big, &c->kv_lora_rank) ||
            get_int(x, root, "", "qk_nope_head_dim", 1, 65536, &c->qk_nope_head_dim) ||
-           get_int(x, root, "", "qk_rope_head_dim", 2, 65536, &c->qk_rope_head_dim) ||
+           get_int(x, root, "", "qk_rope_head_dim", 2, MODEL_MAX_ROPE_DIM, &c->qk_rope_head_dim) ||
            get_int(x, root, "", "v_head_dim", 1, 65536, &c->v_head_dim) ||
-           get_int(x, root, "", "n_routed_experts", 1, 65536, &c->n_routed_experts) ||
+           get_int(x, root, "", "n_routed_experts", 1, MODEL_MAX_ROUTED_EXPERTS, &c->n_routed_experts) ||
            get_int(x, root, "", "n_shared_experts", 0, 64, &c->n_shared_experts) ||
-           get_int(x, root, "", "num_experts_per_tok", 1, 65536, &c->num_experts_per_tok) ||
-           get_int(x, root, "", "n_group", 1, 65536, &c->n_group) || get_int(x, root, "", "topk_group", 1, 65536, &c->topk_group) ||
+           get_int(x, root, "", "num_experts_per_tok", 1, MODEL_MAX_EXPERTS_PER_TOK, &c->num_experts_per_tok) ||
+           get_int(x, root, "", "n_group", 1, MODEL_MAX_GROUPS, &c->n_group) || get_int(x, root, "", "topk_group", 1, 65536, &c->topk_group) ||
            get_int(x, root, "", "first_k_dense_replace", 0, layers, &c->first_k_dense_replace) ||
            get_int(x, root, "", "moe_layer_freq", 1, layers, &c->moe_layer_freq) ||
            get_int(x, root, "", "max_position_embeddings", 1, 1 << 30, &c->max_position_embeddings)

@@ -232,16 +232,7 @@ model *model_load(const checkpoint *ck, thread_pool *pool, char *err, size_t err
     m->cfg = ck->cfg;
     m->pool = pool;
     const model_config *c = &m->cfg;
-    if (c->n_routed_experts > 1024 || c->n_group > 256 || c->n_group < 1 || c->n_routed_experts % c->n_group
-        || c->num_experts_per_tok > c->n_routed_experts || c->topk_group > c->n_group) {
-        snprintf(err, errlen, "%s/config.json: unsupported routing shape (n_routed_experts %d, n_group %d, topk_group %d, num_experts_per_tok %d)",
-                 ck->dir, c->n_routed_experts, c->n_group, c->topk_group, c->num_experts_per_tok);
-        goto fail;
-    }
-    if (rope_init(&m->rope, c) != 0) {
-        snprintf(err, errlen, "%s/config.json: qk_rope_head_dim %d must be even and <= 512", ck->dir, c->qk_rope_head_dim);
-        goto fail;
-    }
+    rope_init(&m->rope, c);
     m->attn_scale = mla_softmax_scale(c);
     m->router = (router_params){c->n_routed_experts, c->n_group, c->topk_group, c->num_experts_per_tok,
                                 c->norm_topk_prob, c->routed_scaling_factor};
