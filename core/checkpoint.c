@@ -7,76 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 #include "core/checkpoint_internal.h"
+#include "core/tensor_table.h"
 
 #define INDEX_FILE "model.safetensors.index.json"
-
-/* ---- name -> tensor hash (open addressing, power-of-two table, >= 2x the tensors) ---- */
-
-struct checkpoint_index {
-    uint32_t mask;
-    int32_t *slot; /* tensor index + 1; 0 = empty */
-};
-
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h ^ (h >> 29);
-}
-
-static int32_t index_find(const checkpoint *ck, const char *name)
-{
-    const checkpoint_index *ix = ck->index;
-    if (!ix) return -1;
-    for (uint32_t i = (uint32_t)name_hash(name) & ix->mask;; i = (i + 1) & ix->mask) {
-        int32_t s = ix->slot[i];
-        if (!s) return -1;
-        if (!strcmp(ck->tensors[s - 1].name, name)) return s - 1;
-    }
-}
-
-/* 0, or -1 with err when a tensor name appears in two shard headers. */
-static int index_build(checkpoint *ck, char *err, size_t errlen)
-{
-    uint32_t cap = 16;
-    while (cap < 2u * (uint32_t)ck->n_tensors) cap <<= 1;
-    checkpoint_index *ix = calloc(1, sizeof *ix);
-    if (ix) ix->slot = calloc(cap, sizeof *ix->slot);
-    if (!ix || !ix->slot) { free(ix); error_set(err, errlen, "%s: out of memory for the tensor index", ck->dir); return -1; }
-    ix->mask = cap - 1;
-    ck->index = ix;
-    for (int t = 0; t < ck->n_tensors; t++) {
-        const char *name = ck->tensors[t].name;
-        uint32_t i = (uint32_t)name_hash(name) & ix->mask;
-        for (; ix->slot[i]; i = (i + 1) & ix->mask) {
-            const tensor_info *o = &ck->tensors[ix->slot[i] - 1];
-            if (!strcmp(o->name, name)) {
-                error_set(err, errlen, "%s: tensor '%s' appears in two shard headers (also in %s)", ck->shards[ck->tensors[t].shard].path,
-                          name, ck->shards[o->shard].file);
-                return -1;
-            }
-        }
-        ix->slot[i] = t + 1;
-    }
-    return 0;
-}
-
-const tensor_info *checkpoint_tensor(const checkpoint *ck, const char *name)
-{
-    int32_t t = index_find(ck, name);
-    return t < 0 ? NULL : &ck->tensors[t];
-}
-
-const tensor_info *checkpoint_tensorf(const checkpoint *ck, const char *fmt, ...)
-{
-    char name[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof name) return NULL;
-    return checkpoint_tensor(ck, name);
-}
 
 const expert_extent *checkpoint_expert(const checkpoint *ck, int layer, int expert)
 {
@@ -204,7 +137,7 @@ static int cross_check_index(checkpoint *ck, const char *ipath, const cJSON *wm,
     int rc = 0;
     for (const cJSON *e = wm->child; e && !rc; e = e->next) {
         int s = shard_of_file(ck, e->valuestring);
-        int32_t t = index_find(ck, e->string);
+        int32_t t = checkpoint_index_find(ck, e->string);
         if (t < 0) {
             error_set(err, errlen, "%s: tensor '%s' is named by %s but absent from this shard's header", ck->shards[s].path, e->string, INDEX_FILE);
             rc = -1;
@@ -243,7 +176,7 @@ static int load_index_and_shards(checkpoint *ck, char *err, size_t errlen)
         int cap = 0;
         rc = 0;
         for (int s = 0; s < ck->n_shards && !rc; s++) rc = load_shard(ck, s, wm, &cap, err, errlen);
-        if (!rc) rc = index_build(ck, err, errlen);
+        if (!rc) rc = checkpoint_index_build(ck, err, errlen);
         if (!rc) rc = cross_check_index(ck, ipath, wm, err, errlen);
     }
     cJSON_Delete(root);
@@ -252,11 +185,6 @@ static int load_index_and_shards(checkpoint *ck, char *err, size_t errlen)
 }
 
 /* ---- routed expert extents ---- */
-
-static const char *const expert_suffix[EXPERT_NTENSORS] = {
-    "gate_proj.weight", "gate_proj.weight_scale_inv", "up_proj.weight", "up_proj.weight_scale_inv",
-    "down_proj.weight", "down_proj.weight_scale_inv",
-};
 
 static int by_offset(const void *a, const void *b)
 {
@@ -268,14 +196,10 @@ static int by_offset(const void *a, const void *b)
  * piece the span covers every tensor, and contiguous says nothing else sits between them. */
 static int build_one_extent(checkpoint *ck, int layer, int e, expert_extent *x, char *err, size_t errlen)
 {
-    for (int k = 0; k < EXPERT_NTENSORS; k++) {
-        x->t[k] = checkpoint_tensorf(ck, "model.layers.%d.mlp.experts.%d.%s", layer, e, expert_suffix[k]);
-        if (!x->t[k]) {
-            error_set(err, errlen, "%s/%s: tensor 'model.layers.%d.mlp.experts.%d.%s' missing (layer %d is MoE per config.json)", ck->dir,
-                      INDEX_FILE, layer, e, expert_suffix[k], layer);
-            return -1;
-        }
-    }
+    if (!(x->t[EXPERT_GATE_W] = tensor_table_find(ck, TT_EXPERT_GATE, layer, e, &x->t[EXPERT_GATE_S], err, errlen)) ||
+        !(x->t[EXPERT_UP_W] = tensor_table_find(ck, TT_EXPERT_UP, layer, e, &x->t[EXPERT_UP_S], err, errlen)) ||
+        !(x->t[EXPERT_DOWN_W] = tensor_table_find(ck, TT_EXPERT_DOWN, layer, e, &x->t[EXPERT_DOWN_S], err, errlen)))
+        return -1;
     x->contiguous = 1;
     x->npieces = 0;
     for (int k = 0; k < EXPERT_NTENSORS; k++) {
@@ -334,7 +258,7 @@ checkpoint *checkpoint_open(const char *dir, char *err, size_t errlen)
     free(cpath);
     free(gpath);
     if (!rc) rc = load_index_and_shards(ck, err, errlen);
-    if (!rc) rc = checkpoint_validate_tensors(ck, err, errlen);
+    if (!rc) rc = tensor_table_validate(ck, err, errlen);
     if (!rc) rc = build_expert_extents(ck, err, errlen);
     if (rc) {
         if (err && errlen && !err[0]) error_set(err, errlen, "%s: out of memory", dir);
@@ -353,8 +277,7 @@ void checkpoint_close(checkpoint *ck)
         free(ck->shards[s].file);
     }
     for (int t = 0; t < ck->n_tensors; t++) free(ck->tensors[t].name);
-    if (ck->index) free(ck->index->slot);
-    free(ck->index);
+    checkpoint_index_free(ck->index);
     free(ck->shards);
     free(ck->tensors);
     free(ck->experts);

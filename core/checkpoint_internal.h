@@ -39,8 +39,10 @@ int safetensors_parse_header(const char *json, size_t json_len, const char *path
                              char *err, size_t errlen);
 void safetensors_header_free(safetensors_header *h);
 
-/* Every tensor the forward pass needs exists with the dtype and shape config.json implies
- * (core/checkpoint_validate.c). 0 or -1 with err naming the file and tensor. */
-int checkpoint_validate_tensors(checkpoint *ck, char *err, size_t errlen);
+/* The name -> tensor index over ck->tensors (core/checkpoint_index.c). build: 0, or -1 with err
+ * when a name appears in two shard headers. find: the tensor's index in ck->tensors, or -1. */
+int checkpoint_index_build(checkpoint *ck, char *err, size_t errlen);
+int32_t checkpoint_index_find(const checkpoint *ck, const char *name);
+void checkpoint_index_free(checkpoint_index *ix);
 
 #endif
