@@ -48,7 +48,7 @@ static int by_prob_desc(const void *a, const void *b)
     return i - j;
 }
 
-const float *sampler_distribution(sampler *s, const float *logits)
+float *sampler_distribution(sampler *s, const float *logits)
 {
     int n = s->n;
     if (s->temperature <= 0) {
