@@ -75,6 +75,7 @@ int main(int argc, char **argv)
     if (prewarm(c, &ep)) return fail("pre-reading experts", ep.error(ep.self));
 
     int ctx = 64 + 2 * passes + 4;
+    if (model_reserve_scratch(m, 64, ctx, err, sizeof err)) return fail("scratch", err);
     kv_cache *kv = kv_cache_create(c, 0, c->num_hidden_layers, ctx, DTYPE_F32);
     kv_cache *mkv = model_has_mtp(m) ? kv_cache_create(c, c->num_hidden_layers, 1, ctx, DTYPE_F32) : NULL;
     float *logits = malloc(2 * (size_t)c->vocab_size * sizeof(float)), *hidden = malloc(2 * (size_t)c->hidden_size * sizeof(float));
@@ -87,7 +88,6 @@ int main(int argc, char **argv)
     for (int nb = 1; nb <= 2; nb++) {
         double best = 1e30;
         for (int i = 0; i < passes; i++) {
-            kv_cache_truncate(kv, 64);
             int rows[2] = {(i * 31 + 5) % c->vocab_size, (i * 57 + 9) % c->vocab_size}, p[2] = {64, 65};
             forward_request req = {.logits = logits, .hidden = hidden};
             double t0 = now();
@@ -102,7 +102,6 @@ int main(int argc, char **argv)
         double best = 1e30;
         for (int i = 0; i < passes; i++) {
             int next[2] = {1, 2}, p[2] = {0, 1};
-            kv_cache_truncate(mkv, 0);
             double t0 = now();
             if (mtp_forward(m, mkv, &ep, hidden, next, p, 2, logits, 1, err, sizeof err)) return fail("mtp pass", err);
             double t = now() - t0;

@@ -63,6 +63,7 @@ int main(int argc, char **argv)
 
     const cJSON *segs = cJSON_GetObjectItem(ids_json, "segments"), *seg;
     int n_seg = cJSON_GetArraySize(segs), T = cJSON_GetArraySize(cJSON_GetArrayItem(segs, 0));
+    CHECK(model_reserve_scratch(m, 128, T, err, sizeof err) == 0, "%s", err);
     route_sink sink = {0, k, T, malloc((size_t)n_seg * T * L * k * sizeof(int)), L};
     float *logits = malloc((size_t)T * V * sizeof(float));
     int *ids = malloc(T * sizeof(int)), *pos = malloc(T * sizeof(int)), si = 0;
