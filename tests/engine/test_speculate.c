@@ -1,6 +1,7 @@
 /* Speculation invariants on the tiny reference fixtures:
  *  - a 2-row batch gives bit-identical rows to two 1-row passes (what makes MTP exact);
  *  - a rejected draft leaves no trace: the next logits equal those of a run that never saw it;
+ *  - a batch or position beyond the reserved scratch is an error, not an overrun;
  *  - greedy output with MTP on equals MTP off for long generations;
  *  - the point-mass acceptance rule preserves the target distribution (chi-square), alone and
  *    end to end (second generated token, MTP on vs off over many seeds). */
@@ -59,6 +60,28 @@ static int forward_rows(fixture *f, kv_cache *kv, const int *ids, int pos0, int 
     int rc = model_forward(f->m, kv, &f->ep, ids, pos, nb, &req, err, sizeof err);
     CHECK(rc == 0, "forward: %s", err);
     return rc;
+}
+
+/* The arena the fixture reserved (NP rows over 64 positions) bounds every pass with an error,
+ * never a write past its end; a smaller reservation keeps it, a larger one grows it. */
+static void scratch_limits(fixture *f)
+{
+    const model_config *c = model_get_config(f->m);
+    kv_cache *kv = kv_cache_create(c, 0, c->num_hidden_layers, 128, DTYPE_F32);
+    int ids[NP + 1] = {0}, pos[NP + 1], far = 64;
+    char err[512] = "";
+    for (int i = 0; i <= NP; i++) pos[i] = i;
+    forward_request req = {0};
+    size_t bytes = model_scratch_bytes(f->m);
+    CHECK(bytes > 0, "no scratch after model_reserve_scratch");
+    CHECK(model_forward(f->m, kv, &f->ep, ids, pos, NP + 1, &req, err, sizeof err) != 0 && strstr(err, "reserved"),
+          "%d rows with %d reserved: '%s'", NP + 1, NP, err);
+    CHECK(model_forward(f->m, kv, &f->ep, ids, &far, 1, &req, err, sizeof err) != 0 && strstr(err, "reserved"),
+          "position 64 with ctx 64 reserved: '%s'", err);
+    CHECK(model_reserve_scratch(f->m, 1, 1, err, sizeof err) == 0 && model_scratch_bytes(f->m) == bytes, "a smaller reservation changed the arena");
+    CHECK(model_reserve_scratch(f->m, NP, 128, err, sizeof err) == 0 && model_scratch_bytes(f->m) > bytes, "the arena did not grow");
+    CHECK(model_forward(f->m, kv, &f->ep, ids, &far, 1, &req, err, sizeof err) == 0, "position 64 after growing: %s", err);
+    kv_cache_free(kv);
 }
 
 static void batch_and_rollback(fixture *f)
@@ -204,6 +227,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         fixture f;
         if (fixture_open(&f, argv[i])) continue;
+        scratch_limits(&f);
         batch_and_rollback(&f);
         greedy_long(&f, argv[i]);
         if (i == 1) sampling_end_to_end(&f, 1);
