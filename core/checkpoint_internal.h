@@ -1,9 +1,9 @@
-/* Private to core/checkpoint*.c, core/config.c, core/safetensors.c: the pieces checkpoint_open
- * is assembled from. Nothing outside core/ includes this. */
+/* Private to core/checkpoint*.c, core/config.c, core/safetensors.c, core/tensor_table.c: the
+ * pieces checkpoint_open is assembled from. Nothing outside core/ includes this (the header unit
+ * test excepted). */
 #ifndef DSSPEC_CHECKPOINT_INTERNAL_H
 #define DSSPEC_CHECKPOINT_INTERNAL_H
 
-#include <stdarg.h>
 #include "core/checkpoint.h"
 #include "core/text_file.h"
 
