@@ -7,76 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 #include "core/checkpoint_internal.h"
+#include "core/tensor_table.h"
 
 #define INDEX_FILE "model.safetensors.index.json"
-
-/* ---- name -> tensor hash (open addressing, power-of-two table, >= 2x the tensors) ---- */
-
-struct checkpoint_index {
-    uint32_t mask;
-    int32_t *slot; /* tensor index + 1; 0 = empty */
-};
-
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h ^ (h >> 29);
-}
-
-static int32_t index_find(const checkpoint *ck, const char *name)
-{
-    const checkpoint_index *ix = ck->index;
-    if (!ix) return -1;
-    for (uint32_t i = (uint32_t)name_hash(name) & ix->mask;; i = (i + 1) & ix->mask) {
-        int32_t s = ix->slot[i];
-        if (!s) return -1;
-        if (!strcmp(ck->tensors[s - 1].name, name)) return s - 1;
-    }
-}
-
-/* 0, or -1 with err when a tensor name appears in two shard headers. */
-static int index_build(checkpoint *ck, char *err, size_t errlen)
-{
-    uint32_t cap = 16;
-    while (cap < 2u * (uint32_t)ck->n_tensors) cap <<= 1;
-    checkpoint_index *ix = calloc(1, sizeof *ix);
-    if (ix) ix->slot = calloc(cap, sizeof *ix->slot);
-    if (!ix || !ix->slot) { free(ix); ck_errorf(err, errlen, "%s: out of memory for the tensor index", ck->dir); return -1; }
-    ix->mask = cap - 1;
-    ck->index = ix;
-    for (int t = 0; t < ck->n_tensors; t++) {
-        const char *name = ck->tensors[t].name;
-        uint32_t i = (uint32_t)name_hash(name) & ix->mask;
-        for (; ix->slot[i]; i = (i + 1) & ix->mask) {
-            const tensor_info *o = &ck->tensors[ix->slot[i] - 1];
-            if (!strcmp(o->name, name)) {
-                ck_errorf(err, errlen, "%s: tensor '%s' appears in two shard headers (also in %s)", ck->shards[ck->tensors[t].shard].path,
-                          name, ck->shards[o->shard].file);
-                return -1;
-            }
-        }
-        ix->slot[i] = t + 1;
-    }
-    return 0;
-}
-
-const tensor_info *checkpoint_tensor(const checkpoint *ck, const char *name)
-{
-    int32_t t = index_find(ck, name);
-    return t < 0 ? NULL : &ck->tensors[t];
-}
-
-const tensor_info *checkpoint_tensorf(const checkpoint *ck, const char *fmt, ...)
-{
-    char name[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof name) return NULL;
-    return checkpoint_tensor(ck, name);
-}
 
 const expert_extent *checkpoint_expert(const checkpoint *ck, int layer, int expert)
 {
@@ -113,12 +46,12 @@ static int shard_of_file(const checkpoint *ck, const char *file)
 static int check_weight_map(const char *ipath, const cJSON *wm, char *err, size_t errlen)
 {
     if (!cJSON_IsObject(wm) || !wm->child) {
-        ck_errorf(err, errlen, "%s: key 'weight_map' missing or empty (expected tensor name -> shard file)", ipath);
+        error_set(err, errlen, "%s: key 'weight_map' missing or empty (expected tensor name -> shard file)", ipath);
         return -1;
     }
     for (const cJSON *e = wm->child; e; e = e->next) {
         if (!cJSON_IsString(e) || !e->valuestring[0] || strchr(e->valuestring, '/') || !strcmp(e->valuestring, "..")) {
-            ck_errorf(err, errlen, "%s: tensor '%s': weight_map value must be a shard file name in the same directory", ipath, e->string);
+            error_set(err, errlen, "%s: tensor '%s': weight_map value must be a shard file name in the same directory", ipath, e->string);
             return -1;
         }
     }
@@ -130,20 +63,20 @@ static int collect_shards(checkpoint *ck, const char *ipath, const cJSON *wm, ch
 {
     int n = cJSON_GetArraySize(wm), k = 0;
     char **names = malloc((size_t)n * sizeof *names);
-    if (!names) { ck_errorf(err, errlen, "%s: out of memory", ipath); return -1; }
+    if (!names) { error_set(err, errlen, "%s: out of memory", ipath); return -1; }
     for (const cJSON *e = wm->child; e; e = e->next) names[k++] = e->valuestring;
     qsort(names, (size_t)n, sizeof *names, cmp_str);
     int u = 0;
     for (int i = 0; i < n; i++)
         if (!u || strcmp(names[i], names[u - 1])) names[u++] = names[i];
     ck->shards = calloc((size_t)u, sizeof *ck->shards);
-    if (!ck->shards) { free(names); ck_errorf(err, errlen, "%s: out of memory", ipath); return -1; }
+    if (!ck->shards) { free(names); error_set(err, errlen, "%s: out of memory", ipath); return -1; }
     ck->n_shards = u;
     for (int i = 0; i < u; i++) {
         ck->shards[i].fd = -1;
         ck->shards[i].file = strdup(names[i]);
         ck->shards[i].path = path_join(ck->dir, names[i]);
-        if (!ck->shards[i].file || !ck->shards[i].path) { free(names); ck_errorf(err, errlen, "%s: out of memory", ipath); return -1; }
+        if (!ck->shards[i].file || !ck->shards[i].path) { free(names); error_set(err, errlen, "%s: out of memory", ipath); return -1; }
     }
     free(names);
     return 0;
@@ -162,7 +95,7 @@ static int load_shard(checkpoint *ck, int s, const cJSON *wm, int *cap, char *er
     shard_info *sh = &ck->shards[s];
     sh->fd = open(sh->path, O_RDONLY | O_CLOEXEC);
     if (sh->fd < 0) {
-        ck_errorf(err, errlen, "%s: cannot open shard named by %s for tensor '%s': %s", sh->path, INDEX_FILE,
+        error_set(err, errlen, "%s: cannot open shard named by %s for tensor '%s': %s", sh->path, INDEX_FILE,
                   first_tensor_in(wm, sh->file), strerror(errno));
         return -1;
     }
@@ -174,7 +107,7 @@ static int load_shard(checkpoint *ck, int s, const cJSON *wm, int *cap, char *er
         int ncap = (*cap ? *cap * 2 : 1024);
         while (ncap < ck->n_tensors + h.n) ncap *= 2;
         tensor_info *nt = realloc(ck->tensors, (size_t)ncap * sizeof *nt);
-        if (!nt) { safetensors_header_free(&h); ck_errorf(err, errlen, "%s: out of memory", sh->path); return -1; }
+        if (!nt) { safetensors_header_free(&h); error_set(err, errlen, "%s: out of memory", sh->path); return -1; }
         ck->tensors = nt;
         *cap = ncap;
     }
@@ -200,26 +133,26 @@ static int load_shard(checkpoint *ck, int s, const cJSON *wm, int *cap, char *er
 static int cross_check_index(checkpoint *ck, const char *ipath, const cJSON *wm, char *err, size_t errlen)
 {
     unsigned char *seen = calloc((size_t)ck->n_tensors + 1, 1);
-    if (!seen) { ck_errorf(err, errlen, "%s: out of memory", ipath); return -1; }
+    if (!seen) { error_set(err, errlen, "%s: out of memory", ipath); return -1; }
     int rc = 0;
     for (const cJSON *e = wm->child; e && !rc; e = e->next) {
         int s = shard_of_file(ck, e->valuestring);
-        int32_t t = index_find(ck, e->string);
+        int32_t t = checkpoint_index_find(ck, e->string);
         if (t < 0) {
-            ck_errorf(err, errlen, "%s: tensor '%s' is named by %s but absent from this shard's header", ck->shards[s].path, e->string, INDEX_FILE);
+            error_set(err, errlen, "%s: tensor '%s' is named by %s but absent from this shard's header", ck->shards[s].path, e->string, INDEX_FILE);
             rc = -1;
         } else if (ck->tensors[t].shard != s) {
-            ck_errorf(err, errlen, "%s: tensor '%s' mapped to %s by the index, but its header entry is in %s", ipath, e->string,
+            error_set(err, errlen, "%s: tensor '%s' mapped to %s by the index, but its header entry is in %s", ipath, e->string,
                       e->valuestring, ck->shards[ck->tensors[t].shard].file);
             rc = -1;
         } else if (seen[t]++) {
-            ck_errorf(err, errlen, "%s: tensor '%s' appears twice in weight_map", ipath, e->string);
+            error_set(err, errlen, "%s: tensor '%s' appears twice in weight_map", ipath, e->string);
             rc = -1;
         }
     }
     for (int t = 0; t < ck->n_tensors && !rc; t++)
         if (!seen[t]) {
-            ck_errorf(err, errlen, "%s: tensor '%s' is in this shard's header but missing from %s", ck->shards[ck->tensors[t].shard].path,
+            error_set(err, errlen, "%s: tensor '%s' is in this shard's header but missing from %s", ck->shards[ck->tensors[t].shard].path,
                       ck->tensors[t].name, INDEX_FILE);
             rc = -1;
         }
@@ -230,20 +163,20 @@ static int cross_check_index(checkpoint *ck, const char *ipath, const cJSON *wm,
 static int load_index_and_shards(checkpoint *ck, char *err, size_t errlen)
 {
     char *ipath = path_join(ck->dir, INDEX_FILE);
-    char *text = ipath ? ck_read_text_file(ipath, NULL, err, errlen) : NULL;
+    char *text = ipath ? text_file_read(ipath, NULL, err, errlen) : NULL;
     cJSON *root = text ? cJSON_Parse(text) : NULL;
     free(text);
     int rc = -1;
     const cJSON *wm = NULL;
-    if (!ipath) ck_errorf(err, errlen, "%s: out of memory", ck->dir);
+    if (!ipath) error_set(err, errlen, "%s: out of memory", ck->dir);
     else if (!text) { /* err already names the file */ }
-    else if (!cJSON_IsObject(root)) ck_errorf(err, errlen, "%s: malformed JSON", ipath);
+    else if (!cJSON_IsObject(root)) error_set(err, errlen, "%s: malformed JSON", ipath);
     else if (!check_weight_map(ipath, wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map"), err, errlen) &&
              !collect_shards(ck, ipath, wm, err, errlen)) {
         int cap = 0;
         rc = 0;
         for (int s = 0; s < ck->n_shards && !rc; s++) rc = load_shard(ck, s, wm, &cap, err, errlen);
-        if (!rc) rc = index_build(ck, err, errlen);
+        if (!rc) rc = checkpoint_index_build(ck, err, errlen);
         if (!rc) rc = cross_check_index(ck, ipath, wm, err, errlen);
     }
     cJSON_Delete(root);
@@ -252,11 +185,6 @@ static int load_index_and_shards(checkpoint *ck, char *err, size_t errlen)
 }
 
 /* ---- routed expert extents ---- */
-
-static const char *const expert_suffix[EXPERT_NTENSORS] = {
-    "gate_proj.weight", "gate_proj.weight_scale_inv", "up_proj.weight", "up_proj.weight_scale_inv",
-    "down_proj.weight", "down_proj.weight_scale_inv",
-};
 
 static int by_offset(const void *a, const void *b)
 {
@@ -268,14 +196,10 @@ static int by_offset(const void *a, const void *b)
  * piece the span covers every tensor, and contiguous says nothing else sits between them. */
 static int build_one_extent(checkpoint *ck, int layer, int e, expert_extent *x, char *err, size_t errlen)
 {
-    for (int k = 0; k < EXPERT_NTENSORS; k++) {
-        x->t[k] = checkpoint_tensorf(ck, "model.layers.%d.mlp.experts.%d.%s", layer, e, expert_suffix[k]);
-        if (!x->t[k]) {
-            ck_errorf(err, errlen, "%s/%s: tensor 'model.layers.%d.mlp.experts.%d.%s' missing (layer %d is MoE per config.json)", ck->dir,
-                      INDEX_FILE, layer, e, expert_suffix[k], layer);
-            return -1;
-        }
-    }
+    if (!(x->t[EXPERT_GATE_W] = tensor_table_find(ck, TT_EXPERT_GATE, layer, e, &x->t[EXPERT_GATE_S], err, errlen)) ||
+        !(x->t[EXPERT_UP_W] = tensor_table_find(ck, TT_EXPERT_UP, layer, e, &x->t[EXPERT_UP_S], err, errlen)) ||
+        !(x->t[EXPERT_DOWN_W] = tensor_table_find(ck, TT_EXPERT_DOWN, layer, e, &x->t[EXPERT_DOWN_S], err, errlen)))
+        return -1;
     x->contiguous = 1;
     x->npieces = 0;
     for (int k = 0; k < EXPERT_NTENSORS; k++) {
@@ -283,7 +207,7 @@ static int build_one_extent(checkpoint *ck, int layer, int e, expert_extent *x, 
         while (p < x->npieces && x->piece[p].shard != shard) p++;
         if (p == x->npieces) {
             if (x->npieces == 2) {
-                ck_errorf(err, errlen, "%s: tensor '%s': routed expert (layer %d, expert %d) spans more than two shards (expected 1 or 2 pieces)",
+                error_set(err, errlen, "%s: tensor '%s': routed expert (layer %d, expert %d) spans more than two shards (expected 1 or 2 pieces)",
                           ck->shards[shard].path, x->t[k]->name, layer, e);
                 return -1;
             }
@@ -308,7 +232,7 @@ static int build_expert_extents(checkpoint *ck, char *err, size_t errlen)
     const model_config *c = &ck->cfg;
     size_t n = (size_t)config_total_layers(c) * (size_t)c->n_routed_experts;
     ck->experts = calloc(n ? n : 1, sizeof *ck->experts);
-    if (!ck->experts) { ck_errorf(err, errlen, "%s: out of memory for expert extents", ck->dir); return -1; }
+    if (!ck->experts) { error_set(err, errlen, "%s: out of memory for expert extents", ck->dir); return -1; }
     for (int l = 0; l < config_total_layers(c); l++) {
         if (!config_layer_is_moe(c, l)) continue;
         for (int e = 0; e < c->n_routed_experts; e++)
@@ -325,7 +249,7 @@ checkpoint *checkpoint_open(const char *dir, char *err, size_t errlen)
     checkpoint *ck = calloc(1, sizeof *ck);
     if (!ck || !(ck->dir = strdup(dir))) {
         free(ck);
-        ck_errorf(err, errlen, "%s: out of memory", dir);
+        error_set(err, errlen, "%s: out of memory", dir);
         return NULL;
     }
     char *cpath = path_join(dir, "config.json"), *gpath = path_join(dir, "generation_config.json");
@@ -334,10 +258,10 @@ checkpoint *checkpoint_open(const char *dir, char *err, size_t errlen)
     free(cpath);
     free(gpath);
     if (!rc) rc = load_index_and_shards(ck, err, errlen);
-    if (!rc) rc = checkpoint_validate_tensors(ck, err, errlen);
+    if (!rc) rc = tensor_table_validate(ck, err, errlen);
     if (!rc) rc = build_expert_extents(ck, err, errlen);
     if (rc) {
-        if (err && errlen && !err[0]) ck_errorf(err, errlen, "%s: out of memory", dir);
+        if (err && errlen && !err[0]) error_set(err, errlen, "%s: out of memory", dir);
         checkpoint_close(ck);
         return NULL;
     }
@@ -353,8 +277,7 @@ void checkpoint_close(checkpoint *ck)
         free(ck->shards[s].file);
     }
     for (int t = 0; t < ck->n_tensors; t++) free(ck->tensors[t].name);
-    if (ck->index) free(ck->index->slot);
-    free(ck->index);
+    checkpoint_index_free(ck->index);
     free(ck->shards);
     free(ck->tensors);
     free(ck->experts);
@@ -366,7 +289,7 @@ int checkpoint_read(const checkpoint *ck, const tensor_info *t, uint64_t off, vo
 {
     const shard_info *sh = &ck->shards[t->shard];
     if (off > t->nbytes || n > t->nbytes - off) {
-        ck_errorf(err, errlen, "%s: tensor '%s': read of %llu bytes at offset %llu is outside its %llu bytes", sh->path, t->name,
+        error_set(err, errlen, "%s: tensor '%s': read of %llu bytes at offset %llu is outside its %llu bytes", sh->path, t->name,
                   (unsigned long long)n, (unsigned long long)off, (unsigned long long)t->nbytes);
         return -1;
     }
@@ -378,7 +301,7 @@ int checkpoint_read(const checkpoint *ck, const tensor_info *t, uint64_t off, vo
         ssize_t r = pread(sh->fd, p + done, (size_t)want, (off_t)(t->offset + off + done));
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
-            ck_errorf(err, errlen, "%s: tensor '%s': read at tensor offset %llu (file offset %llu) failed: %s", sh->path, t->name,
+            error_set(err, errlen, "%s: tensor '%s': read at tensor offset %llu (file offset %llu) failed: %s", sh->path, t->name,
                       (unsigned long long)(off + done), (unsigned long long)(t->offset + off + done),
                       r < 0 ? strerror(errno) : "unexpected end of file");
             return -1;

@@ -40,6 +40,16 @@ typedef struct {
     int fp8_block_rows, fp8_block_cols; /* quantization_config.weight_block_size (128,128) */
 } model_config;
 
+/* Bounds the forward pass relies on: arrays sized by them live on the stack or in fixed tables.
+ * config_load refuses a config.json beyond any of them (R1: 8 experts per token of 256 in 8 groups,
+ * rope dim 64), so no code past the reader checks them again. */
+enum {
+    MODEL_MAX_EXPERTS_PER_TOK = 64,  /* num_experts_per_tok: a row's route in the MoE layer */
+    MODEL_MAX_GROUPS = 256,          /* n_group: the router's group scores */
+    MODEL_MAX_ROUTED_EXPERTS = 1024, /* n_routed_experts: the router's per-expert flags */
+    MODEL_MAX_ROPE_DIM = 512,        /* qk_rope_head_dim: rope_table's frequencies (dim / 2) */
+};
+
 /* 1 when decoder layer l (0 .. num_hidden_layers + num_nextn_predict_layers - 1) is MoE. */
 int config_layer_is_moe(const model_config *c, int layer);
 int config_total_layers(const model_config *c); /* main layers + MTP layers */
@@ -87,8 +97,8 @@ typedef struct {
     double gen_temperature, gen_top_p;
 } checkpoint;
 
-/* Opens and validates everything (spec section 1 integrity, every tensor the forward pass needs
- * with the dtype and shape the config implies). NULL on failure with one line in err naming the
+/* Opens and validates everything (the index, every shard header and their agreement; every tensor
+ * the forward pass needs with the dtype and shape the config implies, core/tensor_table.h). NULL on failure with one line in err naming the
  * file and tensor and what was expected. */
 checkpoint *checkpoint_open(const char *dir, char *err, size_t errlen);
 void checkpoint_close(checkpoint *ck);

@@ -1,16 +1,11 @@
-/* Private to core/checkpoint*.c, core/config.c, core/safetensors.c: the pieces checkpoint_open
- * is assembled from. Nothing outside core/ includes this. */
+/* Private to core/checkpoint*.c, core/config.c, core/safetensors.c, core/tensor_table.c: the
+ * pieces checkpoint_open is assembled from. Nothing outside core/ includes this (the header unit
+ * test excepted). */
 #ifndef DSSPEC_CHECKPOINT_INTERNAL_H
 #define DSSPEC_CHECKPOINT_INTERNAL_H
 
-#include <stdarg.h>
 #include "core/checkpoint.h"
-
-/* One line into err (never longer than errlen, always terminated). */
-void ck_errorf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-/* Whole file into a NUL-terminated malloc'd buffer; NULL with err naming the file. */
-char *ck_read_text_file(const char *path, size_t *len_out, char *err, size_t errlen);
+#include "core/text_file.h"
 
 /* config.json -> cfg, every field validated; 0 or -1 with err naming the file and key. */
 int config_load(const char *path, model_config *cfg, char *err, size_t errlen);
@@ -44,8 +39,10 @@ int safetensors_parse_header(const char *json, size_t json_len, const char *path
                              char *err, size_t errlen);
 void safetensors_header_free(safetensors_header *h);
 
-/* Every tensor the forward pass needs exists with the dtype and shape config.json implies
- * (core/checkpoint_validate.c). 0 or -1 with err naming the file and tensor. */
-int checkpoint_validate_tensors(checkpoint *ck, char *err, size_t errlen);
+/* The name -> tensor index over ck->tensors (core/checkpoint_index.c). build: 0, or -1 with err
+ * when a name appears in two shard headers. find: the tensor's index in ck->tensors, or -1. */
+int checkpoint_index_build(checkpoint *ck, char *err, size_t errlen);
+int32_t checkpoint_index_find(const checkpoint *ck, const char *name);
+void checkpoint_index_free(checkpoint_index *ix);
 
 #endif

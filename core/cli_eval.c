@@ -107,6 +107,7 @@ static int eval_run(engine *e, const int *ids, int T, int chunk, int mtp, int pp
         snprintf(err, errlen, "out of memory for %d positions", T);
         goto done;
     }
+    if (model_reserve_scratch(e->m, chunk, T + 1, err, errlen)) goto done;
     for (int t = 0; t < T; t++) pos[t] = t;
     for (int s = 0; s < T; s += chunk) {
         int nb = T - s < chunk ? T - s : chunk;

@@ -431,6 +431,7 @@ int run_once(const run_options *opts, int quiet_output, run_result *res)
     s.cache = cache;
     for (int l = 0; l < c->num_hidden_layers; l++) if (config_layer_is_moe(c, l)) s.last_moe_layer = l;
 
+    if (model_reserve_scratch(e.m, o.prefill_chunk > 2 ? o.prefill_chunk : 2, o.ctx, err, sizeof err)) goto done;
     expert_provider ep = expert_cache_provider(cache);
     int eos = o.ignore_eos ? -1 : tok && tokenizer_eos_id(tok) >= 0 ? tokenizer_eos_id(tok) : c->eos_token_id;
     gen_options g = {.mtp = mtp, .max_new = o.max_new, .eos_id = eos, .ctx = o.ctx, .prefill_chunk = o.prefill_chunk,

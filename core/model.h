@@ -1,7 +1,10 @@
 /* The DeepSeek-V3/R1 forward pass: resident weights, the absorbed-MLA latent KV cache, and a
  * batched forward over rows at arbitrary positions. Routed experts come only through an
  * expert_provider. A row's numbers never depend on which other rows share its batch, so a 2-row
- * speculative verification gives bit-identical results to two 1-row passes. */
+ * speculative verification gives bit-identical results to two 1-row passes.
+ *
+ * Every pass works in the model's scratch arena (model_reserve_scratch), so a model runs one pass
+ * at a time and nothing on the hot path allocates. */
 #ifndef DSSPEC_MODEL_H
 #define DSSPEC_MODEL_H
 
@@ -21,13 +24,21 @@ const checkpoint *model_get_checkpoint(const model *m);
 size_t model_resident_bytes(const model *m);
 int model_has_mtp(const model *m);
 
+/* Allocates the scratch arena once for batches of up to max_rows rows attending over up to ctx
+ * positions (the MTP pass's rows included). Called again with larger values it grows (frees and
+ * reallocates to the larger of old and new in each); it never shrinks. 0, or -1 with one error
+ * line (the old arena, if any, is kept). */
+int model_reserve_scratch(model *m, int max_rows, int ctx, char *err, size_t errlen);
+size_t model_scratch_bytes(const model *m); /* the arena's real size in bytes (0 before reserve) */
+
 /* Latent KV cache of a set of layers: per token kv_lora_rank latent + qk_rope_head_dim rotated
  * k_rope values per layer, stored as F32 (exact; the reference tests use it) or BF16 (half the
  * memory: 70,272 bytes per token at R1 scale, what long contexts under a budget need). The main
- * model uses layers [0, L); the MTP drafter its own cache for layer L. len is the number of valid
- * positions. */
+ * model uses layers [0, L); the MTP drafter its own cache for layer L. The cache does not know how
+ * many positions are valid: a row attends to positions 0..pos, so the caller that picks positions
+ * (speculate/generate.c) owns the sequence length. */
 typedef struct {
-    int first_layer, n_layers, ctx, len;
+    int first_layer, n_layers, ctx;
     int latent_dim, rope_dim;
     dtype_t dtype;  /* DTYPE_F32 or DTYPE_BF16 */
     void *latent;   /* [n_layers][ctx][latent_dim] */
@@ -37,8 +48,6 @@ typedef struct {
 size_t kv_cache_bytes(const model_config *c, int n_layers, int ctx, dtype_t dtype);
 kv_cache *kv_cache_create(const model_config *c, int first_layer, int n_layers, int ctx, dtype_t dtype);
 void kv_cache_free(kv_cache *kv);
-/* Forget every position >= len (speculation rolls back a rejected draft this way). */
-void kv_cache_truncate(kv_cache *kv, int len);
 
 /* Observes routing decisions: called once per MoE layer per row with the chosen experts in
  * ascending id order. */
@@ -54,13 +63,15 @@ typedef struct {
 } forward_request;
 
 /* Rows tokens[0..nb) at positions pos[0..nb) (each row attends to positions 0..pos[b] of kv, rows of
- * this batch included); writes their KV entries and sets kv->len = max(pos)+1.
- * Returns 0, or -1 with an error in err (an expert read failed, a position beyond ctx). */
+ * this batch included); writes their KV entries. Returns 0, or -1 with an error in err (an expert
+ * read failed; nb beyond the reserved rows; a position beyond kv's ctx or the reserved ctx). */
 int model_forward(model *m, kv_cache *kv, expert_provider *ep, const int *tokens, const int *pos, int nb,
                   forward_request *req, char *err, size_t errlen);
 
-/* Building blocks the MTP drafter (speculate/) composes with the same code as the main layers. */
-int model_embed(const model *m, const char *table, const int *tokens, int nb, float *x, char *err, size_t errlen);
+/* Building blocks the MTP drafter (speculate/) composes with the same code as the main layers.
+ * They check nb and positions against the reservation as model_forward does. */
+/* x[nb][H] = the BF16 rows tokens[] of an embedding table (read from disk, never resident). */
+int model_embed(const model *m, const tensor_info *table, const int *tokens, int nb, float *x, char *err, size_t errlen);
 void model_rmsnorm(const float *x, const float *w, int n, double eps, float *out);
 int model_decoder_layer(model *m, int layer, kv_cache *kv, expert_provider *ep, float *x, const int *pos, int nb,
                         forward_request *req, char *err, size_t errlen);
@@ -74,9 +85,17 @@ typedef struct {
     const float *enorm, *hnorm, *head_norm; /* [H] */
     const void *eh_proj_data;               /* BF16 [H][2H] */
     const void *head_data;                  /* BF16 [V][H] (shared_head.head) */
-    const char *embed_table;                /* tensor name used for the MTP's embedding rows */
+    const tensor_info *embed_table;         /* the MTP's embedding rows (the main table when identical) */
 } mtp_extras;
 const mtp_extras *model_mtp_extras(const model *m);
+
+/* The MTP pass's rows in the scratch arena: emb [max_rows][H], cat [max_rows][2H], u [max_rows][H]. */
+typedef struct {
+    float *emb, *cat, *u;
+} mtp_buffers;
+/* 0 with *out set, or -1 with err when the model has no MTP layer, nothing is reserved, or nb
+ * exceeds the reserved rows. */
+int model_mtp_buffers(model *m, int nb, mtp_buffers *out, char *err, size_t errlen);
 
 /* y[nb][rows] = W x for a resident BF16 matrix given its data (used for eh_proj and heads). */
 void model_bf16_matvec(model *m, const void *data, int rows, int cols, const float *x, int nb, float *y);

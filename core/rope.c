@@ -22,15 +22,14 @@ static double yarn_correction_dim(double n_rot, int dim, double base, int orig_c
     return dim * log(orig_ctx / (n_rot * 2.0 * M_PI)) / (2.0 * log(base));
 }
 
-int rope_init(rope_table *r, const model_config *c)
+void rope_init(rope_table *r, const model_config *c)
 {
     int dim = c->qk_rope_head_dim;
-    if (dim <= 0 || dim % 2 || dim / 2 > 256) return -1;
     r->dim = dim;
     r->attention_factor = 1.0;
     double base = c->rope_theta;
     for (int i = 0; i < dim / 2; i++) r->inv_freq[i] = 1.0 / pow(base, (2.0 * i) / dim);
-    if (!c->yarn.enabled) return 0;
+    if (!c->yarn.enabled) return;
 
     const yarn_config *y = &c->yarn;
     /* High-frequency dims (index below `low`) keep their frequency, low-frequency dims (above
@@ -49,7 +48,6 @@ int rope_init(rope_table *r, const model_config *c)
         r->inv_freq[i] = (f / y->factor) * ramp + f * extrapolation_weight;
     }
     r->attention_factor = yarn_mscale(y->factor, y->mscale) / yarn_mscale(y->factor, y->mscale_all_dim);
-    return 0;
 }
 
 void rope_apply(const rope_table *r, float *vec, int pos)

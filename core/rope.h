@@ -7,11 +7,12 @@
 
 typedef struct {
     int dim;              /* qk_rope_head_dim */
-    double inv_freq[256]; /* dim/2 entries */
+    double inv_freq[MODEL_MAX_ROPE_DIM / 2]; /* dim/2 entries */
     double attention_factor;
 } rope_table;
 
-int rope_init(rope_table *r, const model_config *c); /* 0, or -1 if dim is odd or > 512 */
+/* c as config_load checked it: qk_rope_head_dim even and at most MODEL_MAX_ROPE_DIM. */
+void rope_init(rope_table *r, const model_config *c);
 /* Rotate vec[0..dim) in place for position pos. */
 void rope_apply(const rope_table *r, float *vec, int pos);
 /* mscale(scale, m) = 0.1 * m * ln(scale) + 1 for scale > 1, else 1 (DeepSeek's yarn_get_mscale). */

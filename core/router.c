@@ -1,4 +1,5 @@
 #include <math.h>
+#include "core/checkpoint.h"
 #include "core/router.h"
 
 /* Index of the largest value among v[0..n) not yet taken, lower index on ties; -1 if none. */
@@ -21,8 +22,8 @@ void router_select(const router_params *p, const float *logits, const float *bia
     }
 
     /* Group score = sum of the two best choices in the group. */
-    float group_score[256];
-    unsigned char group_taken[256] = {0}, group_kept[256] = {0};
+    float group_score[MODEL_MAX_GROUPS];
+    unsigned char group_taken[MODEL_MAX_GROUPS] = {0}, group_kept[MODEL_MAX_GROUPS] = {0};
     for (int g = 0; g < p->n_group; g++) {
         const float *c = choice + g * per_group;
         int a = 0;
@@ -38,7 +39,7 @@ void router_select(const router_params *p, const float *logits, const float *bia
     }
 
     /* Experts outside the kept groups cannot be chosen (DeepSeek masks them to -inf). */
-    unsigned char taken[1024];
+    unsigned char taken[MODEL_MAX_ROUTED_EXPERTS];
     for (int e = 0; e < n; e++) taken[e] = !group_kept[e / per_group];
     double sum = 0;
     for (int k = 0; k < p->top_k; k++) {

@@ -1,4 +1,4 @@
-/* DeepSeek-V3's noaux_tc MoE router for one token, in fp32 (spec section 4):
+/* DeepSeek-V3's noaux_tc MoE router for one token, in fp32, as DeepSeek's model.py computes it:
  * sigmoid scores; choice = score + e_score_correction_bias; each group scored by the sum of its two
  * best choices; the topk_group best groups kept; top-k experts by choice among them; weights are the
  * chosen experts' scores WITHOUT the bias, normalized (+1e-20) and times routed_scaling_factor.
@@ -6,6 +6,7 @@
 #ifndef DSSPEC_ROUTER_H
 #define DSSPEC_ROUTER_H
 
+/* Within config_load's bounds: n_experts <= MODEL_MAX_ROUTED_EXPERTS, n_group <= MODEL_MAX_GROUPS. */
 typedef struct {
     int n_experts, n_group, topk_group, top_k;
     int norm_topk_prob;

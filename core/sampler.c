@@ -40,15 +40,17 @@ double sampler_uniform(sampler *s)
     return (z >> 11) * (1.0 / 9007199254740992.0);
 }
 
-static const float *sort_probs;
-static int by_prob_desc(const void *a, const void *b)
+/* Descending probability, then ascending id: a total order, so the nucleus does not depend on the
+ * sort algorithm. The probabilities come as qsort_r's argument (no shared static). */
+static int by_prob_desc(const void *a, const void *b, void *probs)
 {
+    const float *p = probs;
     int i = *(const int *)a, j = *(const int *)b;
-    if (sort_probs[i] != sort_probs[j]) return sort_probs[i] > sort_probs[j] ? -1 : 1;
+    if (p[i] != p[j]) return p[i] > p[j] ? -1 : 1;
     return i - j;
 }
 
-const float *sampler_distribution(sampler *s, const float *logits)
+float *sampler_distribution(sampler *s, const float *logits)
 {
     int n = s->n;
     if (s->temperature <= 0) {
@@ -64,8 +66,7 @@ const float *sampler_distribution(sampler *s, const float *logits)
 
     /* Nucleus: the most probable tokens until their mass reaches top_p (the one crossing it kept). */
     for (int i = 0; i < n; i++) s->order[i] = i;
-    sort_probs = s->probs;
-    qsort(s->order, n, sizeof *s->order, by_prob_desc);
+    qsort_r(s->order, n, sizeof *s->order, by_prob_desc, s->probs);
     double cum = 0;
     int keep = 0;
     while (keep < n && cum < s->top_p) cum += s->probs[s->order[keep++]];

@@ -21,8 +21,10 @@ int sampler_argmax(const float *logits, int n);   /* lowest index on ties */
 double sampler_uniform(sampler *s);               /* [0, 1) */
 
 /* The target distribution after temperature and top-p, into s->probs (zeros outside the nucleus).
- * Greedy samplers get a one-hot distribution on the argmax. */
-const float *sampler_distribution(sampler *s, const float *logits);
+ * Greedy samplers get a one-hot distribution on the argmax. Returns s->probs itself: the sampler's
+ * own scratch, the caller's to edit (speculative verification removes the draft from it) until the
+ * next call. */
+float *sampler_distribution(sampler *s, const float *logits);
 /* Draw from an explicit distribution over n tokens (need not be normalized). */
 int sampler_draw(sampler *s, const float *probs, int n);
 /* Pick the next token from logits: argmax when greedy, else a draw from the target distribution. */

@@ -1,6 +1,6 @@
 /* The decode loop, MTP off and on. With MTP on, each step verifies [last, draft] at positions
- * [L, L+1] in one main-model pass; a rejected draft's KV row is dropped, and the MTP layer then runs
- * over the accepted rows to draft the next token. */
+ * [L, L+1] in one main-model pass; a rejected draft's position is not counted in the sequence, and
+ * the MTP layer then runs over the accepted rows to draft the next token. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +20,7 @@ typedef struct {
     const gen_options *o;
     gen_stats *st;
     kv_cache *kv, *mtp_kv;
+    int len;         /* positions of kv that hold the sequence: the next row goes at len */
     int V, H;
     float *logits;   /* [2][V] */
     float *hidden;   /* [max(chunk, 2)][H] */
@@ -75,25 +76,26 @@ static int prefill(decoder *d, const int *prompt, int n)
     return rc;
 }
 
-static int decode_plain(decoder *d, int last, int L)
+static int decode_plain(decoder *d, int last)
 {
     while (1) {
-        if (L + 1 > d->o->ctx) { d->st->stopped_by_ctx = 1; return 0; }
+        if (d->len + 1 > d->o->ctx) { d->st->stopped_by_ctx = 1; return 0; }
         forward_request req = {.logits = d->logits, .on_route = d->o->on_route, .route_ctx = d->o->route_ctx,
                                .prefetch = d->o->prefetch};
-        if (model_forward(d->m, d->kv, d->ep, &last, &L, 1, &req, d->err, d->errlen)) return -1;
+        if (model_forward(d->m, d->kv, d->ep, &last, &d->len, 1, &req, d->err, d->errlen)) return -1;
         d->st->main_passes++;
         last = sampler_pick(d->o->sampler, d->logits);
-        L++;
+        d->len++;
         if (emit(d, last) || step_hook(d)) return 0;
     }
 }
 
-static int decode_speculative(decoder *d, int last, int L)
+static int decode_speculative(decoder *d, int last)
 {
     int draft;
-    if (draft_next(d, d->hidden, &last, L - 1, 1, &draft)) return -1;
+    if (draft_next(d, d->hidden, &last, d->len - 1, 1, &draft)) return -1;
     while (1) {
+        int L = d->len;
         if (L + 2 > d->o->ctx) { d->st->stopped_by_ctx = 1; return 0; }
         int rows[2] = {last, draft}, pos[2] = {L, L + 1};
         forward_request req = {.hidden = d->hidden, .logits = d->logits, .on_route = d->o->on_route,
@@ -104,19 +106,20 @@ static int decode_speculative(decoder *d, int last, int L)
         int t0;
         if (verify_draft(d->o->sampler, d->logits, draft, &t0)) {
             d->st->accepted++;
+            d->len = L + 2;
             if (emit(d, draft)) return 0;
             int t1 = sampler_pick(d->o->sampler, d->logits + d->V);
             if (emit(d, t1) || step_hook(d)) return 0;
             int next[2] = {draft, t1};
             if (draft_next(d, d->hidden, next, L, 2, &draft)) return -1;
             last = t1;
-            L += 2;
         } else {
-            kv_cache_truncate(d->kv, L + 1);  /* the draft's row never happened */
+            /* The draft's KV row at L + 1 stays in the cache unread: rows attend to 0..pos only, and
+             * the next pass writes position L + 1 (for t0) before any row reads it. */
+            d->len = L + 1;
             if (emit(d, t0) || step_hook(d)) return 0;
             if (draft_next(d, d->hidden, &t0, L, 1, &draft)) return -1;
             last = t0;
-            L += 1;
         }
     }
 }
@@ -133,7 +136,7 @@ int generate(model *m, expert_provider *ep, const int *prompt, int n_prompt, con
     int chunk = o->prefill_chunk > 0 ? o->prefill_chunk : 1;
     gen_options opts = *o;
     opts.prefill_chunk = chunk;
-    decoder d = {m, ep, &opts, st, NULL, NULL, c->vocab_size, c->hidden_size, NULL, NULL, NULL, err, errlen};
+    decoder d = {m, ep, &opts, st, NULL, NULL, 0, c->vocab_size, c->hidden_size, NULL, NULL, NULL, err, errlen};
     int rc = -1;
     dtype_t kvt = o->kv_bf16 ? DTYPE_BF16 : DTYPE_F32;
     d.kv = kv_cache_create(c, 0, c->num_hidden_layers, o->ctx, kvt);
@@ -148,12 +151,13 @@ int generate(model *m, expert_provider *ep, const int *prompt, int n_prompt, con
 
     double t0 = now_seconds();
     if (prefill(&d, prompt, n_prompt)) goto done;
+    d.len = n_prompt;
     int first = sampler_pick(o->sampler, d.logits);
     st->prefill_seconds = now_seconds() - t0;
     t0 = now_seconds();
     rc = 0;
     if (o->max_new > 0 && !emit(&d, first) && !step_hook(&d))
-        rc = o->mtp ? decode_speculative(&d, first, n_prompt) : decode_plain(&d, first, n_prompt);
+        rc = o->mtp ? decode_speculative(&d, first) : decode_plain(&d, first);
     st->decode_seconds = now_seconds() - t0;
 done:
     kv_cache_free(d.kv);

@@ -1,4 +1,4 @@
-/* Speculative decoding with the checkpoint's own MTP layer (spec section 6): the MTP drafts one
+/* Speculative decoding with the checkpoint's own MTP layer: the MTP drafts one
  * token, the main model verifies [last, draft] in one 2-row pass, so an accepted draft yields two
  * tokens for one pass over the weights. Also the plain decode loop (MTP off), so both modes share
  * every line but the draft/verify step. */
@@ -12,7 +12,8 @@
 /* MTP pass: row i pairs the main model's post-norm hidden h_i with the embedding of the NEXT token
  * x_{i+1} (embedding first in the concat) and runs the MTP block at position pos[i] with its own KV.
  * logits: [nb - logits_from][V] for rows logits_from.. (NULL: none). Rows before logits_from (all rows
- * when logits is NULL) only write their MTP KV entries: nothing reads their block outputs. */
+ * when logits is NULL) only write their MTP KV entries: nothing reads their block outputs. Works in
+ * the model's scratch arena: nb and positions within model_reserve_scratch's rows and ctx. */
 int mtp_forward(model *m, kv_cache *mtp_kv, expert_provider *ep, const float *hidden, const int *next_tokens,
                 const int *pos, int nb, float *logits, int logits_from, char *err, size_t errlen);
 
@@ -49,6 +50,8 @@ typedef struct {
     int stopped_by_eos, stopped_by_ctx;
 } gen_stats;
 
+/* Prefill and decode of one prompt. The model's scratch must be reserved for
+ * max(prefill_chunk, 2) rows over o->ctx positions (model_reserve_scratch). */
 int generate(model *m, expert_provider *ep, const int *prompt, int n_prompt, const gen_options *o, gen_stats *st,
              char *err, size_t errlen);
 

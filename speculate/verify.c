@@ -6,7 +6,7 @@ int verify_draft(sampler *s, const float *logits, int draft, int *token)
         *token = sampler_argmax(logits, s->n);
         return *token == draft;
     }
-    float *p = (float *)sampler_distribution(s, logits);
+    float *p = sampler_distribution(s, logits);
     if (sampler_uniform(s) < p[draft]) {
         *token = draft;
         return 1;

@@ -418,7 +418,7 @@ int main(int argc, char **argv)
     model_config r1 = synth_r1_layout_config();
     synth_write_checkpoint(dir, &r1, 256 << 10);
     CHECK(ref_tensor_count(&(ref_config){8, 8, 8, 4, 61, 1, 1, 4, 4, 2, 2, 2, 256, 1, 3, 1}) == 91991,
-          "R1 structure must have 91,991 tensors (spec section 1)");
+          "R1 structure must have 91,991 tensors (what R1's index lists)");
     check_valid_checkpoint(dir, "synthetic R1 layout");
     tu_remove_tree(dir);
 

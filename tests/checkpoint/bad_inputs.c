@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "core/checkpoint.h"
 #include "tests/checkpoint/ckpt_test_util.h"
+#include "tests/checkpoint/synth_checkpoint.h"
 
 extern int test_failures_add(int n, const char *what);
 
@@ -306,6 +307,25 @@ static void bad_no_config(bad_ctx *x)
     want(x, 1, "cannot open");
 }
 
+/* A checkpoint consistent in every other way (72 experts in one group, every tensor present) whose
+ * num_experts_per_tok exceeds what the MoE layer's per-row route holds: refused at config.json,
+ * not left to overflow in the forward pass. */
+static void bad_experts_per_tok(bad_ctx *x)
+{
+    model_config c = synth_small_config();
+    c.n_routed_experts = 72;
+    c.n_group = c.topk_group = 1;
+    c.num_experts_per_tok = MODEL_MAX_EXPERTS_PER_TOK + 1;
+    tu_remove_tree(x->dir);
+    if (mkdir(x->dir, 0700) || synth_write_checkpoint(x->dir, &c, 1 << 20)) perror("synthetic checkpoint");
+    char key[64], limit[32];
+    snprintf(key, sizeof key, "'num_experts_per_tok' = %d", c.num_experts_per_tok);
+    snprintf(limit, sizeof limit, "[1, %d]", MODEL_MAX_EXPERTS_PER_TOK);
+    want(x, 0, "config.json");
+    want(x, 1, key);
+    want(x, 2, limit);
+}
+
 typedef struct {
     const char *name;
     void (*corrupt)(bad_ctx *);
@@ -338,6 +358,7 @@ static const bad_case cases[] = {
     {"scoring_func softmax", bad_scoring, 0},
     {"hidden_size 64.5", bad_hidden_not_integer, 0},
     {"config.json absent", bad_no_config, 0},
+    {"num_experts_per_tok beyond the route arrays", bad_experts_per_tok, 1},
 };
 
 static int error_matches(const bad_ctx *x, const char *err)

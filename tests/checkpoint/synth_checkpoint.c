@@ -1,5 +1,5 @@
 /* Writer for synthetic R1-format checkpoints (see synth_checkpoint.h). Independent of the reader:
- * it lays tensors out itself, from the list in the task spec, in R1 storage order. */
+ * it lays tensors out itself, from its own list of R1's tensors, in R1 storage order. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -34,6 +34,48 @@ static double segment_nll(const float *logits, const int *ids, int T, int V)
     return nll;
 }
 
+/* logits [T][V] of one segment in passes of CHUNK rows over a fresh KV cache of dtype kvt; routes
+ * recorded into sink (when not NULL) from its base token on. */
+enum { CHUNK = 128 };
+static void segment_logits(model *m, expert_provider *ep, dtype_t kvt, const int *ids, const int *pos, int T, float *logits,
+                           route_sink *sink)
+{
+    const model_config *c = model_get_config(m);
+    char err[512];
+    kv_cache *kv = kv_cache_create(c, 0, c->num_hidden_layers, T, kvt);
+    int base = sink ? sink->base : 0;
+    for (int s = 0; s < T; s += CHUNK) {
+        if (sink) sink->base = base + s;
+        forward_request req = {.logits = logits + (size_t)s * c->vocab_size, .on_route = sink ? record : NULL, .route_ctx = sink};
+        CHECK(model_forward(m, kv, ep, ids + s, pos + s, CHUNK < T - s ? CHUNK : T - s, &req, err, sizeof err) == 0, "%s", err);
+    }
+    kv_cache_free(kv);
+}
+
+/* (token, layer) pairs whose recorded experts differ from the trace's, over its first `tokens` lines
+ * (*seen gets how many it had). The trace lists each token's experts in choice order; the engine
+ * reports them sorted. */
+static long route_mismatches(char *trace_text, const route_sink *sink, long tokens, long *seen)
+{
+    char *line = trace_text, *next;
+    long tok = 0, mismatches = 0;
+    for (; line && *line && tok < tokens; line = next, tok++) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        cJSON *obj = cJSON_Parse(line), *layer;
+        cJSON_ArrayForEach(layer, obj) {
+            int l = atoi(layer->string), want[MODEL_MAX_EXPERTS_PER_TOK], n = cJSON_GetArraySize(layer);
+            if (n != sink->k) { mismatches++; continue; }
+            for (int i = 0; i < n; i++) want[i] = cJSON_GetArrayItem(layer, i)->valueint;
+            qsort(want, n, sizeof(int), cmp_int);
+            if (memcmp(want, sink->routes + ((size_t)tok * sink->n_layers + l) * n, n * sizeof(int))) mismatches++;
+        }
+        cJSON_Delete(obj);
+    }
+    *seen = tok;
+    return mismatches;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) { fprintf(stderr, "usage: test_embedded MODEL_DIR HELDOUT_IDS.json EMBEDDED_TOOLS_DIR\n"); return 2; }
@@ -63,6 +105,7 @@ int main(int argc, char **argv)
 
     const cJSON *segs = cJSON_GetObjectItem(ids_json, "segments"), *seg;
     int n_seg = cJSON_GetArraySize(segs), T = cJSON_GetArraySize(cJSON_GetArrayItem(segs, 0));
+    CHECK(model_reserve_scratch(m, CHUNK, T, err, sizeof err) == 0, "%s", err);
     route_sink sink = {0, k, T, malloc((size_t)n_seg * T * L * k * sizeof(int)), L};
     float *logits = malloc((size_t)T * V * sizeof(float));
     int *ids = malloc(T * sizeof(int)), *pos = malloc(T * sizeof(int)), si = 0;
@@ -72,20 +115,10 @@ int main(int argc, char **argv)
         CHECK(cJSON_GetArraySize(seg) == T, "segments of unequal length");
         for (int t = 0; t < T; t++) { ids[t] = cJSON_GetArrayItem(seg, t)->valueint; pos[t] = t; }
         /* --kv-dtype bf16 is lossy by design: its perplexity is held to 0.5% of the reference. */
-        kv_cache *kvb = kv_cache_create(c, 0, L, T, DTYPE_BF16);
-        for (int s = 0; s < T; s += 128) {
-            forward_request req = {.logits = logits + (size_t)s * V};
-            CHECK(model_forward(m, kvb, &ep, ids + s, pos + s, 128 < T - s ? 128 : T - s, &req, err, sizeof err) == 0, "%s", err);
-        }
-        kv_cache_free(kvb);
+        segment_logits(m, &ep, DTYPE_BF16, ids, pos, T, logits, NULL);
         nll_bf16 += segment_nll(logits, ids, T, V);
-        kv_cache *kv = kv_cache_create(c, 0, L, T, DTYPE_F32);
-        for (int s = 0; s < T; s += 128) {
-            sink.base = si * T + s;
-            forward_request req = {.logits = logits + (size_t)s * V, .on_route = record, .route_ctx = &sink};
-            CHECK(model_forward(m, kv, &ep, ids + s, pos + s, 128 < T - s ? 128 : T - s, &req, err, sizeof err) == 0, "%s", err);
-        }
-        kv_cache_free(kv);
+        sink.base = si * T;
+        segment_logits(m, &ep, DTYPE_F32, ids, pos, T, logits, &sink);
         nll += segment_nll(logits, ids, T, V);
         scored += T - 1;
         si++;
@@ -97,21 +130,7 @@ int main(int argc, char **argv)
     CHECK(fabs(ppl_bf16 - want_ppl) <= 5e-3 * want_ppl, "held-out perplexity with BF16 KV %.6f, reference %.6f", ppl_bf16, want_ppl);
     printf("embedded model: held-out perplexity with --kv-dtype bf16 %.5f (%+.3f%%)\n", ppl_bf16, 100 * (ppl_bf16 / want_ppl - 1));
 
-    /* Routing: the trace lists each token's experts in choice order; the engine reports them sorted. */
-    char *line = trace_text, *next;
-    long tok = 0, mismatches = 0;
-    for (; line && *line && tok < (long)n_seg * T; line = next, tok++) {
-        next = strchr(line, '\n');
-        if (next) *next++ = 0;
-        cJSON *obj = cJSON_Parse(line), *layer;
-        cJSON_ArrayForEach(layer, obj) {
-            int l = atoi(layer->string), want[64], n = cJSON_GetArraySize(layer);
-            for (int i = 0; i < n && i < 64; i++) want[i] = cJSON_GetArrayItem(layer, i)->valueint;
-            qsort(want, n, sizeof(int), cmp_int);
-            if (n != k || memcmp(want, sink.routes + ((size_t)tok * L + l) * k, k * sizeof(int))) mismatches++;
-        }
-        cJSON_Delete(obj);
-    }
+    long tok, mismatches = route_mismatches(trace_text, &sink, (long)n_seg * T, &tok);
     CHECK(tok == (long)n_seg * T, "trace has %ld tokens, expected %d", tok, n_seg * T);
     CHECK(mismatches == 0, "%ld (token, layer) routing decisions differ from the trace", mismatches);
     printf("embedded model: routing of %ld held-out tokens identical to the training-side trace\n", tok);

@@ -63,6 +63,8 @@ static void check_prompt(model *m, expert_provider *ep, const ref_prompt *p, con
     char err[512];
     route_check rc = {p, c->num_experts_per_tok, 0, 0};
     for (int t = 0; t < T; t++) pos[t] = t;
+    /* T rows for the MTP pass below over the whole prompt, 7 for generate's prefill chunks. */
+    CHECK(model_reserve_scratch(m, T > 7 ? T : 7, T + p->n_greedy + 2, err, sizeof err) == 0, "%s: %s", what, err);
     for (int s = 0; s < T; s += 5) { /* chunks of 5 rows: results must not depend on batching */
         int nb = T - s < 5 ? T - s : 5;
         rc.base = s;

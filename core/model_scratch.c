@@ -1,0 +1,114 @@
+/* The scratch arena: one allocation carved into every buffer the forward and MTP passes write, so
+ * a pass never calls malloc (and cannot fail for memory halfway through a layer). */
+#include <stdlib.h>
+#include <string.h>
+#include "core/model_internal.h"
+#include "core/text_file.h"
+
+/* The next piece of the arena, 64-byte aligned (a cache line, the widest vector load). With base
+ * NULL nothing is handed out and only the size is counted. */
+static void *take(char *base, size_t *off, size_t count, size_t size)
+{
+    void *p = base ? base + *off : NULL;
+    *off += (count * size + 63) & ~(size_t)63;
+    return p;
+}
+
+static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
+/* Lays the buffers out for rows rows over ctx positions; returns the arena's size. */
+static size_t carve(const model *m, int rows, int ctx, char *base, scratch *s)
+{
+    const model_config *c = &m->cfg;
+    size_t off = 0, n = (size_t)rows, H = c->hidden_size, E = c->n_routed_experts, k = c->num_experts_per_tok;
+    size_t heads = c->num_attention_heads, R = c->kv_lora_rank, rope = c->qk_rope_head_dim;
+    size_t inter = max3(c->intermediate_size, (size_t)c->moe_intermediate_size * c->n_shared_experts, c->moe_intermediate_size);
+#define TAKE(field, count) (s->field = take(base, &off, (count), sizeof *s->field))
+    TAKE(x, n * H);
+    TAKE(xn, n * H);
+    TAKE(y, n * H);
+    TAKE(qa, n * c->q_lora_rank);
+    TAKE(q, n * heads * (c->qk_nope_head_dim + rope));
+    TAKE(ckv, n * (R + rope));
+    TAKE(q_lat, n * heads * R);
+    TAKE(o_lat, n * heads * R);
+    TAKE(q_rope, n * heads * rope);
+    TAKE(heads_out, n * heads * c->v_head_dim);
+    TAKE(scores, heads * 2 * (size_t)ctx);
+    TAKE(act, n * inter);
+    TAKE(act2, n * inter);
+    TAKE(router_logits, n * E);
+    TAKE(router_scratch, 2 * E);
+    TAKE(routes, n);
+    TAKE(uni, n * k);
+    TAKE(results, n * k * H);
+    TAKE(xs, n * H);
+    TAKE(ys, n * H);
+    TAKE(rows_of, n);
+    TAKE(slot_of, n);
+    TAKE(prefetch_xn, n * H);
+    TAKE(prefetch_logits, n * E);
+    TAKE(guess, n * k);
+    TAKE(embed_row, H);
+    if (m->has_mtp) {
+        TAKE(mtp.emb, n * H);
+        TAKE(mtp.cat, n * 2 * H);
+        TAKE(mtp.u, n * H);
+    }
+#undef TAKE
+    return off;
+}
+
+int model_reserve_scratch(model *m, int max_rows, int ctx, char *err, size_t errlen)
+{
+    const scratch *old = &m->scratch;
+    if (max_rows < 1 || ctx < 1) {
+        error_set(err, errlen, "model_reserve_scratch: max_rows %d and ctx %d must both be at least 1", max_rows, ctx);
+        return -1;
+    }
+    if (old->base && max_rows <= old->max_rows && ctx <= old->ctx) return 0;
+    if (old->base && old->max_rows > max_rows) max_rows = old->max_rows;
+    if (old->base && old->ctx > ctx) ctx = old->ctx;
+    scratch s = {0};
+    size_t bytes = carve(m, max_rows, ctx, NULL, &s);
+    char *base = aligned_alloc(64, bytes);
+    if (!base) {
+        error_set(err, errlen, "out of memory for the forward pass's scratch (%zu bytes for %d rows over %d positions)", bytes, max_rows, ctx);
+        return -1;
+    }
+    memset(base, 0, bytes);
+    carve(m, max_rows, ctx, base, &s);
+    s.max_rows = max_rows;
+    s.ctx = ctx;
+    s.bytes = bytes;
+    s.base = base;
+    free(m->scratch.base);
+    m->scratch = s;
+    return 0;
+}
+
+size_t model_scratch_bytes(const model *m) { return m->scratch.bytes; }
+
+int scratch_check_rows(const model *m, int nb, char *err, size_t errlen)
+{
+    if (!m->scratch.base) {
+        error_set(err, errlen, "the model has no scratch arena: model_reserve_scratch must come before the first pass");
+        return -1;
+    }
+    if (nb > m->scratch.max_rows) {
+        error_set(err, errlen, "a batch of %d rows exceeds the %d rows reserved by model_reserve_scratch", nb, m->scratch.max_rows);
+        return -1;
+    }
+    return 0;
+}
+
+int model_mtp_buffers(model *m, int nb, mtp_buffers *out, char *err, size_t errlen)
+{
+    if (!m->has_mtp) {
+        error_set(err, errlen, "the checkpoint has no MTP layer (num_nextn_predict_layers is 0)");
+        return -1;
+    }
+    if (scratch_check_rows(m, nb, err, errlen)) return -1;
+    *out = m->scratch.mtp;
+    return 0;
+}
