@@ -1,5 +1,10 @@
-/* The only door from the forward pass to routed-expert weights. core/ calls it; cache/ implements
- * the real one (bounded RAM + io_uring), core/expert_direct.c a simple one that reads on demand.
+/* The only door from the forward pass to routed-expert weights. core/ calls it and cannot depend on
+ * what fills it, so it is a table. Two things fill it:
+ *   expert_cache_provider (cache/expert_cache.h): expert_cache_want, expert_cache_acquire_any,
+ *     expert_cache_release, expert_cache_prefetch, expert_cache_error — bounded RAM over the
+ *     io_uring reader (io/expert_io.h), what the engine uses;
+ *   expert_direct_provider (core/expert_direct.h): reads each expert on every use, the reference
+ *     path of `dsspec eval`.
  * The forward pass never learns whether an expert came from RAM, disk or a prefetch. */
 #ifndef DSSPEC_EXPERT_PROVIDER_H
 #define DSSPEC_EXPERT_PROVIDER_H

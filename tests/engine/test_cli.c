@@ -159,6 +159,10 @@ static void check_bad_flags(const char *dir)
         {{"run", "-m", dir, "--ids", "1,2", NULL}, "tokenizer.json", 1},
         {{"run", "-m", "/nonexistent/model", "--ids", "1", NULL}, "/nonexistent/model", 1},
         {{"eval", "-m", dir, "--ids", "1,2", NULL}, "--dump", 2},
+        {{"run", "-m", dir, "--ids", "1,2", "--print-ids", "--report", "/nonexistent/dir/r.json", NULL}, "/nonexistent/dir/r.json", 1},
+        {{"run", "-m", dir, "--ids", "1,2", "--print-ids", "--telemetry", "/nonexistent/dir/t.jsonl", NULL}, "--telemetry", 1},
+        {{"run", "-m", dir, "--ids", "1,2,3,4,5,6,7,8", "--print-ids", "--ctx", "8", NULL}, "does not fit --ctx 8", 1},
+        {{"run", "-m", dir, "--ids", "1,2", "--cpu-features", "avx9000", NULL}, "--cpu-features", 2},
         {{"frobnicate", NULL}, "frobnicate", 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -229,8 +233,9 @@ static void check_budget(const char *dir)
     CHECK(run_dsspec(&r, "report", "/nonexistent.json", NULL) == 1 && count_lines(r.err) == 1, "report of a missing file");
 }
 
-/* Ctrl-C during a long run: the generation stops, the report is still written, exit 0. */
-static void check_interrupt(const char *dir)
+/* SIGINT (Ctrl-C) or SIGTERM (timeout, systemd) during a long run: the generation stops, the
+ * report is still written and says which signal, and the exit status is 3, not success. */
+static void check_interrupt(const char *dir, int sig, const char *sig_name)
 {
     char report[] = "/tmp/dsspec_int_XXXXXX";
     int fd = mkstemp(report);
@@ -246,15 +251,16 @@ static void check_interrupt(const char *dir)
         _exit(127);
     }
     usleep(1500 * 1000);
-    kill(pid, SIGINT);
+    kill(pid, sig);
     int st = 0;
     waitpid(pid, &st, 0);
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "interrupted run: status %d", st);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 3, "run stopped by %s: status %d, want exit 3", sig_name, st);
     char *text = test_read_file(report, NULL);
     cJSON *j = text ? cJSON_Parse(text) : NULL;
-    const cJSON *why = j ? cJSON_GetObjectItem(j, "stopped_by") : NULL;
-    CHECK(why && !strcmp(why->valuestring, "interrupt") && cJSON_GetObjectItem(j, "generated")->valueint > 0,
-          "report after Ctrl-C missing or wrong: %s", text ? text : "(none)");
+    const cJSON *why = j ? cJSON_GetObjectItem(j, "stopped_by") : NULL, *which = j ? cJSON_GetObjectItem(j, "signal") : NULL;
+    CHECK(why && !strcmp(why->valuestring, "signal") && which && !strcmp(which->valuestring, sig_name) &&
+          cJSON_GetObjectItem(j, "generated")->valueint > 0,
+          "report after %s missing or wrong: %s", sig_name, text ? text : "(none)");
     cJSON_Delete(j);
     free(text);
     unlink(report);
@@ -278,7 +284,11 @@ int main(int argc, char **argv)
         if (ref_fixture_load(argv[i], vocab, topk, &f)) { CHECK(0, "%s: no reference", argv[i]); continue; }
         check_eval(argv[i], &f, vocab);
         check_run_ids(argv[i], &f);
-        if (i == 3) { check_bad_flags(argv[i]); check_interrupt(argv[i]); }
+        if (i == 3) {
+            check_bad_flags(argv[i]);
+            check_interrupt(argv[i], SIGINT, "SIGINT");
+            check_interrupt(argv[i], SIGTERM, "SIGTERM");
+        }
         ref_fixture_free(&f);
     }
     printf("%s\n", test_failures ? "FAILED" : "cli: all checks passed");

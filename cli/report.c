@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "core/cli.h"
+#include "cli/cli.h"
+#include "cli/flags.h"
+#include "engine/dsspec.h"
 
 static double num(const cJSON *o, const char *key)
 {
@@ -122,38 +124,34 @@ static int write_html(const cJSON *r, const char *path, const char *text)
     return fclose(f) ? 1 : 0;
 }
 
+/* The text of a report: run or ab, chosen by what the JSON holds. NULL when it is neither. */
+static char *render_text(const cJSON *r)
+{
+    char *text = NULL;
+    size_t tl = 0;
+    FILE *mem = open_memstream(&text, &tl);
+    if (!mem) return NULL;
+    if (cJSON_GetObjectItem(r, "mtp_off")) text_ab(r, mem);
+    else text_run(r, mem);
+    fclose(mem);
+    return text;
+}
+
 int cli_report(int argc, char **argv)
 {
-    const char *in = NULL, *html = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: dsspec report FILE.json [--html OUT.html]\n"
-                   "  Prints a `dsspec run --report` or `dsspec ab --report` file as text;\n"
-                   "  --html also writes a self-contained page with per-layer hit rates and the read-latency histogram.\n");
-            return 0;
-        }
-        if (!strcmp(argv[i], "--html")) {
-            if (++i >= argc) { fprintf(stderr, "dsspec report: --html needs a file name\n"); return 2; }
-            html = argv[i];
-        } else if (argv[i][0] == '-' || in) {
-            fprintf(stderr, "dsspec report: unexpected argument '%s' (see dsspec report --help)\n", argv[i]);
-            return 2;
-        } else {
-            in = argv[i];
-        }
-    }
-    if (!in) { fprintf(stderr, "dsspec report: give the report file (see dsspec report --help)\n"); return 2; }
-    FILE *f = fopen(in, "rb");
-    if (!f) { fprintf(stderr, "dsspec report: %s: cannot open: %s\n", in, strerror(errno)); return 1; }
-    char *buf = NULL;
-    size_t cap = 0, n = 0, got;
-    do {
-        if (n + 65536 > cap && !(buf = realloc(buf, cap = 2 * cap + 65536))) { fclose(f); return 1; }
-        got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-    } while (got > 0);
-    fclose(f);
-    buf[n] = 0;
+    const char *html = NULL, *in = NULL;
+    const flag flags[] = {
+        {FLAG_STRING, "--html", "OUT.html", &html, .help = "also write a self-contained page with per-layer hit rates and the read-latency histogram"},
+    };
+    int n_in = 0;
+    int rc = flags_parse("report", "usage: dsspec report FILE.json [--html OUT.html]\n"
+                         "  Prints a `dsspec run --report` or `dsspec ab --report` file as text.",
+                         flags, 1, argc, argv, &in, 1, &n_in);
+    if (rc) return rc == 1 ? 0 : rc;
+    if (!in) return flags_usage_error("report", "give the report file");
+    char err[1024];
+    char *buf = dsspec_read_file(in, NULL, err, sizeof err);
+    if (!buf) { fprintf(stderr, "dsspec report: %s\n", err); return 1; }
     cJSON *r = cJSON_Parse(buf);
     free(buf);
     if (!r || (!cJSON_GetObjectItem(r, "plan") && !cJSON_GetObjectItem(r, "mtp_off"))) {
@@ -161,14 +159,12 @@ int cli_report(int argc, char **argv)
         cJSON_Delete(r);
         return 1;
     }
-    char *text = NULL;
-    size_t tl = 0;
-    FILE *mem = open_memstream(&text, &tl);
-    if (cJSON_GetObjectItem(r, "mtp_off")) text_ab(r, mem);
-    else text_run(r, mem);
-    fclose(mem);
-    fputs(text, stdout);
-    int rc = html ? write_html(r, html, text) : 0;
+    char *text = render_text(r);
+    rc = 1;
+    if (text) {
+        fputs(text, stdout);
+        rc = html ? write_html(r, html, text) : 0;
+    }
     free(text);
     cJSON_Delete(r);
     return rc;

@@ -1,31 +1,8 @@
 /* dsspec: one binary, subcommands. The table below is the whole dispatch. */
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
-#include <limits.h>
-#include "core/cli.h"
-
-#ifndef DSSPEC_SOURCE_DIR
-#define DSSPEC_SOURCE_DIR "."
-#endif
-#define DSSPEC_DEFAULT_MODEL_NAME "dsspec-tiny"
-
-const char *cli_default_model_dir(void)
-{
-    /* Prefer the model next to the binary's source tree (a build), then ../models from the binary. */
-    static char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/models/%s", DSSPEC_SOURCE_DIR, DSSPEC_DEFAULT_MODEL_NAME);
-    if (access(path, R_OK) == 0) return path;
-    char exe[PATH_MAX - 64];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = 0;
-        snprintf(path, sizeof path, "%s/../models/%s", exe, DSSPEC_DEFAULT_MODEL_NAME);
-    }
-    return path;
-}
+#include "cli/cli.h"
+#include "engine/dsspec.h"
 
 static const struct {
     const char *name;
@@ -47,7 +24,7 @@ static void usage(FILE *out)
     fprintf(out, "usage: dsspec COMMAND [flags]   (dsspec COMMAND --help for its flags)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-11s %s\n", commands[i].name, commands[i].help);
-    fprintf(out, "\nWith no -m, dsspec uses the embedded model: %s\n", cli_default_model_dir());
+    fprintf(out, "\nWith no -m, dsspec uses the embedded model: %s\n", dsspec_default_model_dir());
 }
 
 int main(int argc, char **argv)

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "core/cli.h"
-#include "core/cli_runner.h"
+#include "cli/cli.h"
+#include "cli/runner.h"
 
 typedef struct {
     const char *name;
@@ -18,7 +18,7 @@ static double per_token(double x, const run_result *r) { return r->gen.generated
 
 static double hit_rate(const run_result *r)
 {
-    if (!r->have_cache_stats) return 0;
+    if (!r->have_cache) return 0;
     double req = (double)r->cache.hits + r->cache.misses;
     return req ? r->cache.hits / req : 0;
 }
@@ -26,7 +26,7 @@ static double hit_rate(const run_result *r)
 static double stall_pct(const run_result *r)
 {
     double total = r->gen.prefill_seconds + r->gen.decode_seconds;
-    return r->have_cache_stats && total > 0 ? 100.0 * r->cache.stall_ns * 1e-9 / total : 0;
+    return r->have_cache && total > 0 ? 100.0 * r->cache.stall_ns * 1e-9 / total : 0;
 }
 
 static int collect_rows(const run_result *off, const run_result *on, ab_row *rows)
@@ -36,13 +36,13 @@ static int collect_rows(const run_result *off, const run_result *on, ab_row *row
     double v[12][2];
     for (int i = 0; i < 2; i++) {
         const run_result *r = rr[i];
-        v[0][i] = run_tokens_per_second(r);
+        v[0][i] = dsspec_decode_tokens_per_second(&r->gen);
         v[1][i] = r->gen.generated;
         v[2][i] = r->gen.main_passes;
         v[3][i] = r->gen.main_passes ? (r->gen.generated - 1.0) / r->gen.main_passes : 0;
         v[4][i] = r->gen.drafts ? 100.0 * r->gen.accepted / r->gen.drafts : 0;
-        v[5][i] = r->have_cache_stats ? per_token((double)r->cache.misses, r) : 0;
-        v[6][i] = r->have_cache_stats ? per_token((double)r->cache.bytes_read, r) / 1048576.0 : 0;
+        v[5][i] = r->have_cache ? per_token((double)r->cache.misses, r) : 0;
+        v[6][i] = r->have_cache ? per_token((double)r->cache.bytes_read, r) / 1048576.0 : 0;
         v[7][i] = 100.0 * hit_rate(r);
         v[8][i] = stall_pct(r);
         v[9][i] = r->peak_rss / 1048576.0;
@@ -65,8 +65,8 @@ static void print_table(const ab_row *rows, int n, int greedy, int identical, co
         fprintf(out, "%-24s %14s %14s\n", rows[i].name, a, b);
     }
     fprintf(out, "%-24s %29s\n", "greedy outputs identical", greedy ? (identical ? "yes" : "NO") : "n/a (sampling)");
-    fprintf(out, "cache: %d slots of %d experts, each run from a cold (empty) cache; io %s\n", on->n_slots,
-            on->total_experts, on->io_backend ? on->io_backend : "?");
+    fprintf(out, "cache: %d slots of %d experts, each run from a cold (empty) cache; io %s\n", on->plan.slots,
+            on->plan.total_experts, on->plan.io_backend ? on->plan.io_backend : "?");
 }
 
 static int write_ab_report(const char *path, const ab_row *rows, int n, int greedy, int identical)
@@ -93,34 +93,29 @@ int cli_ab(int argc, char **argv)
 {
     run_options o;
     run_options_defaults(&o);
-    char err[512];
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: dsspec ab [run flags]\nRuns the prompt with --mtp off, then on (same seed, cold cache each), and prints one table.\n--report FILE writes the table as JSON; --mtp is ignored.\n\n");
-            run_options_print_help(stdout);
-            return 0;
-        }
-        int r = run_options_parse_flag(&o, argc, argv, &i, err, sizeof err);
-        if (r < 0) { fprintf(stderr, "dsspec ab: %s (see dsspec ab --help)\n", err); return 2; }
-        if (r == 0) { fprintf(stderr, "dsspec ab: unknown flag '%s' (see dsspec ab --help)\n", argv[i]); return 2; }
-    }
+    int n;
+    const flag *flags = run_flags(&o, &n);
+    int rc = flags_parse("ab", "usage: dsspec ab [run flags]\nRuns the prompt with --mtp off, then on (same seed, cold cache each), and prints one table.\n--report FILE writes the table as JSON; --mtp is ignored.\n",
+                         flags, n, argc, argv, NULL, 0, NULL);
+    if (rc) return rc == 1 ? 0 : rc;
+    if ((rc = run_options_finish(&o, "ab"))) return rc;
     const char *report = o.report_path;
     o.report_path = NULL;
     o.telemetry_path = NULL;
     o.quiet = 1;
     run_result off, on;
-    o.mtp = 0;
-    int rc = run_once(&o, 1, &off);
+    o.engine.mtp = 0;
+    rc = run_once(&o, 1, &off);
     if (rc) { run_result_free(&off); return rc; }
-    o.mtp = 1;
+    o.engine.mtp = 1;
     rc = run_once(&o, 1, &on);
     if (rc == 0) {
-        int greedy = o.temperature_set && o.temperature == 0;
+        int greedy = o.gen.temperature == 0;
         int identical = off.n_tokens == on.n_tokens && !memcmp(off.tokens, on.tokens, off.n_tokens * sizeof(int));
         ab_row rows[16];
-        int n = collect_rows(&off, &on, rows);
-        print_table(rows, n, greedy, identical, &on, stdout);
-        if (report) rc = write_ab_report(report, rows, n, greedy, identical);
+        int nrows = collect_rows(&off, &on, rows);
+        print_table(rows, nrows, greedy, identical, &on, stdout);
+        if (report) rc = write_ab_report(report, rows, nrows, greedy, identical);
         if (greedy && !identical) rc = 1;
     }
     run_result_free(&off);

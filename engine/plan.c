@@ -1,0 +1,224 @@
+/* The memory plan: budget = resident weights + latent KV for ctx + scratch + expert slots. The
+ * cache gets what is left, because every other part has a size fixed by the model and the flags,
+ * while the cache works at any size down to one layer's experts for the rows in flight. The
+ * default budget is 90% of what the process can have: RAM, or a memory cgroup's limit when that is
+ * lower (inside a container the cgroup, not the machine, is what the OOM killer enforces). */
+#include <cjson/cJSON.h>
+#include <limits.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <string.h>
+#include <unistd.h>
+#include "engine/engine_internal.h"
+
+static uint64_t current_rss(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0, rss = 0;
+    if (f) {
+        if (fscanf(f, "%lu %lu", &pages, &rss) != 2) rss = 0;
+        fclose(f);
+    }
+    return (uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static uint64_t physical_ram(void)
+{
+    return (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* A limit file's value: a byte count, or "max" / a near-2^63 number meaning none (0 here). */
+static uint64_t read_limit_file(const char *dir, const char *file)
+{
+    char path[PATH_MAX + 64], buf[64];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    unsigned long long v = 0;
+    int ok = fgets(buf, sizeof buf, f) && sscanf(buf, "%llu", &v) == 1;
+    fclose(f);
+    return ok && v < (1ull << 60) ? v : 0;
+}
+
+static uint64_t tighter(uint64_t a, uint64_t b) { return !a ? b : !b ? a : a < b ? a : b; }
+
+/* The process's cgroup directory under base: /proc/self/cgroup names it relative to the host's
+ * hierarchy, while a container mounts only its own subtree at base, so leading components are
+ * dropped until a directory exists. Then the limits of it and every ancestor up to base count:
+ * the kernel enforces the tightest. */
+static uint64_t limit_along(const char *base, const char *rel, const char *file)
+{
+    char dir[PATH_MAX];
+    const char *suffix = rel;
+    struct stat st;
+    for (;;) {
+        snprintf(dir, sizeof dir, "%s%s", base, suffix);
+        if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) break;
+        const char *next = strchr(suffix + 1, '/');
+        if (!next) { snprintf(dir, sizeof dir, "%s", base); break; }
+        suffix = next;
+    }
+    uint64_t limit = 0;
+    for (size_t base_len = strlen(base);;) {
+        limit = tighter(limit, read_limit_file(dir, file));
+        char *slash = strrchr(dir, '/');
+        if (!slash || (size_t)(slash - dir) < base_len) break;
+        *slash = 0;
+    }
+    return limit;
+}
+
+/* The memory limit of this process's cgroup (v2 memory.max or v1 memory.limit_in_bytes), 0 if none. */
+static uint64_t cgroup_memory_limit(void)
+{
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    char line[PATH_MAX + 64];
+    uint64_t limit = 0;
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2) continue;
+        *c2 = 0;
+        const char *controllers = c1 + 1, *rel = c2 + 1;
+        if (!strcmp(line, "0") && !*controllers)
+            limit = tighter(limit, limit_along("/sys/fs/cgroup", strcmp(rel, "/") ? rel : "", "memory.max"));
+        else if (strstr(controllers, "memory"))
+            limit = tighter(limit, limit_along("/sys/fs/cgroup/memory", strcmp(rel, "/") ? rel : "", "memory.limit_in_bytes"));
+    }
+    fclose(f);
+    return limit;
+}
+
+/* What this process can have at most: physical RAM, or less under a memory cgroup. */
+static uint64_t memory_available(uint64_t *cgroup)
+{
+    *cgroup = cgroup_memory_limit();
+    return tighter(physical_ram(), *cgroup);
+}
+
+static int check_budget_fits(const dsspec_options *o, dsspec_plan *p, char *err, size_t errlen)
+{
+    uint64_t cgroup, avail = memory_available(&cgroup);
+    char where[96];
+    if (cgroup && cgroup < physical_ram()) snprintf(where, sizeof where, "the memory cgroup's limit %.3f GiB", cgroup / 1073741824.0);
+    else snprintf(where, sizeof where, "physical RAM %.3f GiB", avail / 1073741824.0);
+    p->budget = o->mem_budget ? (uint64_t)o->mem_budget : avail / 10 * 9;
+    if (o->mem_budget && (uint64_t)o->mem_budget > avail) {
+        error_set(err, errlen, "--mem-budget %.3f GiB is more than this process can have: %s", o->mem_budget / 1073741824.0, where);
+        return -1;
+    }
+    if (o->cache_gib > 0 && o->cache_gib * 1073741824.0 > (double)avail) {
+        error_set(err, errlen, "--cache-gib %g is more than this process can have: %s", o->cache_gib, where);
+        return -1;
+    }
+    return 0;
+}
+
+uint64_t dsspec_peak_rss(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long kb = 0;
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %lu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
+/* Working buffers beyond the model's arena: the decode loop's logits (2 rows), the sampler's
+ * probabilities and order, and slack for stdio, the tokenizer's caches and the allocator. */
+static uint64_t loop_buffer_bytes(const model_config *c)
+{
+    return 2ull * c->vocab_size * 4 * 2 + 2ull * c->vocab_size * 4 + (8ull << 20);
+}
+
+static int moe_layers_in_use(const model_config *c, int mtp)
+{
+    int n = 0;
+    for (int l = 0; l < config_total_layers(c); l++) n += config_layer_is_moe(c, l);
+    if (!mtp && c->num_nextn_predict_layers > 0) n--; /* the MTP layer's experts are never asked for */
+    return n;
+}
+
+static int slots_from_budget(const dsspec_options *o, dsspec_plan *p, uint64_t fixed, char *err, size_t errlen)
+{
+    if (o->cache_gib > 0) {
+        p->slots = expert_cache_slots_for_bytes((uint64_t)(o->cache_gib * (1ull << 30)), p->slot_bytes);
+        if (o->mem_budget && fixed + (uint64_t)p->slots * p->slot_bytes > p->budget) {
+            error_set(err, errlen, "--cache-gib %.3g does not fit --mem-budget %.3f GiB: resident %.3f GiB + KV %.3f GiB + buffers %.3f GiB + cache %.3f GiB",
+                      o->cache_gib, p->budget / 1073741824.0, p->resident / 1073741824.0, p->kv / 1073741824.0,
+                      p->scratch / 1073741824.0, (double)p->slots * p->slot_bytes / 1073741824.0);
+            return -1;
+        }
+    } else {
+        uint64_t left = fixed >= p->budget ? 0 : (p->budget - fixed) / p->slot_bytes;
+        p->slots = left > (uint64_t)p->total_experts ? p->total_experts : (int)left;
+    }
+    if (p->slots > p->total_experts) p->slots = p->total_experts;
+    return 0;
+}
+
+static int check_min_slots(const dsspec_options *o, const model_config *c, const dsspec_plan *p, char *err, size_t errlen)
+{
+    if (p->slots >= p->min_slots) return 0;
+    if (o->cache_gib > 0)
+        error_set(err, errlen, "--cache-gib %g buys %d expert slots of %.2f MiB; at least %d are needed (top-%d x %d rows in flight)",
+                  o->cache_gib, p->slots, p->slot_bytes / 1048576.0, p->min_slots, c->num_experts_per_tok, p->mtp ? 2 : 1);
+    else
+        error_set(err, errlen, "memory budget too small: %.3f GiB holds resident weights %.3f GiB + KV for --ctx %d %.3f GiB + buffers %.3f GiB and only %d expert slots of %.2f MiB; at least %d are needed (top-%d x %d rows in flight)",
+                  p->budget / 1073741824.0, p->resident / 1073741824.0, p->ctx, p->kv / 1073741824.0, p->scratch / 1073741824.0,
+                  p->slots, p->slot_bytes / 1048576.0, p->min_slots, c->num_experts_per_tok, p->mtp ? 2 : 1);
+    return -1;
+}
+
+int engine_plan_memory(dsspec *e, size_t slot_bytes, char *err, size_t errlen)
+{
+    const dsspec_options *o = &e->opt;
+    const model_config *c = model_get_config(e->m);
+    dsspec_plan *p = &e->plan;
+    memset(p, 0, sizeof *p);
+    p->ctx = o->ctx;
+    p->prefill_chunk = o->prefill_chunk;
+    p->mtp = o->mtp;
+    p->prefetch = o->prefetch;
+    p->kv_bf16 = o->kv_bf16;
+    p->cache_policy = dsspec_cache_policy_name(o->policy);
+    p->total_experts = moe_layers_in_use(c, o->mtp) * c->n_routed_experts;
+    if (check_budget_fits(o, p, err, errlen)) return -1;
+    p->resident = current_rss();
+    p->kv = kv_cache_bytes(c, c->num_hidden_layers + (o->mtp ? 1 : 0), o->ctx, o->kv_bf16 ? DTYPE_BF16 : DTYPE_F32);
+    int rows = o->prefill_chunk > 2 ? o->prefill_chunk : 2;
+    if (model_reserve_scratch(e->m, rows, o->ctx, err, errlen)) return -1;
+    p->scratch = model_scratch_bytes(e->m) + loop_buffer_bytes(c);
+    p->slot_bytes = slot_bytes;
+    p->min_slots = expert_cache_min_slots(c->num_experts_per_tok, o->mtp ? 2 : 1);
+    if (slots_from_budget(o, p, p->resident + p->kv + p->scratch, err, errlen)) return -1;
+    return check_min_slots(o, c, p, err, errlen);
+}
+
+void dsspec_plan_print(const dsspec_plan *p, FILE *out)
+{
+    fprintf(out, "dsspec plan: budget %.3f GiB = resident %.3f GiB + KV %.3f GiB + buffers %.3f GiB + expert cache %.3f GiB (%d of %d experts, %.2f MiB slots, %.1f%%); io %s%s%s\n",
+            p->budget / 1073741824.0, p->resident / 1073741824.0, p->kv / 1073741824.0, p->scratch / 1073741824.0,
+            (double)p->slots * p->slot_bytes / 1073741824.0, p->slots, p->total_experts, p->slot_bytes / 1048576.0,
+            100.0 * p->slots / (p->total_experts ? p->total_experts : 1), p->io_backend,
+            p->io_note && *p->io_note ? ": " : "", p->io_note ? p->io_note : "");
+}
+
+cJSON *dsspec_plan_json(const dsspec_plan *p)
+{
+    cJSON *plan = cJSON_CreateObject();
+    cJSON_AddNumberToObject(plan, "budget_bytes", (double)p->budget);
+    cJSON_AddNumberToObject(plan, "resident_bytes", (double)p->resident);
+    cJSON_AddNumberToObject(plan, "kv_bytes", (double)p->kv);
+    cJSON_AddNumberToObject(plan, "buffer_bytes", (double)p->scratch);
+    cJSON_AddNumberToObject(plan, "slots", p->slots);
+    cJSON_AddNumberToObject(plan, "slot_bytes", (double)p->slot_bytes);
+    cJSON_AddNumberToObject(plan, "total_experts", p->total_experts);
+    cJSON_AddStringToObject(plan, "io_backend", p->io_backend ? p->io_backend : "");
+    cJSON_AddStringToObject(plan, "cache_policy", p->cache_policy);
+    cJSON_AddBoolToObject(plan, "prefetch", p->prefetch);
+    return plan;
+}
