@@ -5,18 +5,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "core/expert_direct.h"
-#include "core/kernels.h"
-#include "core/model.h"
+#include "engine/dsspec.h"
 #include "tests/engine/engine_test.h"
 
-typedef struct { int base, k, T, *routes; int n_layers; } route_sink;
-
-static void record(void *ctx, int layer, int row, const int *experts, int k)
-{
-    route_sink *s = ctx;
-    memcpy(s->routes + ((size_t)(s->base + row) * s->n_layers + layer) * s->k, experts, k * sizeof(int));
-}
+/* Routes of every held-out segment as dsspec_eval writes them: [segment][layer][T][k]. */
+typedef struct { int k, T, n_layers; int *routes; } route_sink;
 
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
@@ -34,22 +27,21 @@ static double segment_nll(const float *logits, const int *ids, int T, int V)
     return nll;
 }
 
-/* logits [T][V] of one segment in passes of CHUNK rows over a fresh KV cache of dtype kvt; routes
- * recorded into sink (when not NULL) from its base token on. */
 enum { CHUNK = 128 };
-static void segment_logits(model *m, expert_provider *ep, dtype_t kvt, const int *ids, const int *pos, int T, float *logits,
-                           route_sink *sink)
+
+static dsspec *open_engine(const char *dir, int kv_bf16)
 {
-    const model_config *c = model_get_config(m);
+    dsspec_options o;
+    dsspec_options_default(&o);
+    o.model_dir = dir;
+    o.threads = 2;
+    o.kv_bf16 = kv_bf16;
+    o.load_tokenizer = 0;
+    o.experts = DSSPEC_EXPERTS_DIRECT;
     char err[512];
-    kv_cache *kv = kv_cache_create(c, 0, c->num_hidden_layers, T, kvt);
-    int base = sink ? sink->base : 0;
-    for (int s = 0; s < T; s += CHUNK) {
-        if (sink) sink->base = base + s;
-        forward_request req = {.logits = logits + (size_t)s * c->vocab_size, .on_route = sink ? record : NULL, .route_ctx = sink};
-        CHECK(model_forward(m, kv, ep, ids + s, pos + s, CHUNK < T - s ? CHUNK : T - s, &req, err, sizeof err) == 0, "%s", err);
-    }
-    kv_cache_free(kv);
+    dsspec *e = dsspec_open(&o, NULL, err, sizeof err);
+    CHECK(e, "%s: %s", dir, err);
+    return e;
 }
 
 /* (token, layer) pairs whose recorded experts differ from the trace's, over its first `tokens` lines
@@ -64,11 +56,13 @@ static long route_mismatches(char *trace_text, const route_sink *sink, long toke
         if (next) *next++ = 0;
         cJSON *obj = cJSON_Parse(line), *layer;
         cJSON_ArrayForEach(layer, obj) {
-            int l = atoi(layer->string), want[MODEL_MAX_EXPERTS_PER_TOK], n = cJSON_GetArraySize(layer);
-            if (n != sink->k) { mismatches++; continue; }
+            int l = atoi(layer->string), want[64], n = cJSON_GetArraySize(layer);
+            if (n != sink->k || l < 0 || l >= sink->n_layers) { mismatches++; continue; }
             for (int i = 0; i < n; i++) want[i] = cJSON_GetArrayItem(layer, i)->valueint;
             qsort(want, n, sizeof(int), cmp_int);
-            if (memcmp(want, sink->routes + ((size_t)tok * sink->n_layers + l) * n, n * sizeof(int))) mismatches++;
+            long seg = tok / sink->T, t = tok % sink->T;
+            const int *got = sink->routes + (((size_t)seg * sink->n_layers + l) * sink->T + t) * n;
+            if (memcmp(want, got, n * sizeof(int))) mismatches++;
         }
         cJSON_Delete(obj);
     }
@@ -90,35 +84,26 @@ int main(int argc, char **argv)
     if (test_failures) return 1;
     double want_ppl = cJSON_GetObjectItem(cJSON_GetObjectItem(report, "ppl_fp8_export_transformers_float64"), "ppl")->valuedouble;
 
-    kernels_init(CPU_PATH_AVX512);
-    checkpoint *ck = checkpoint_open(dir, err, sizeof err);
-    CHECK(ck, "%s", err);
-    if (!ck) return 1;
-    thread_pool *pool = thread_pool_create(2);
-    model *m = model_load(ck, pool, err, sizeof err);
-    CHECK(m, "%s", err);
-    if (!m) return 1;
-    const model_config *c = model_get_config(m);
-    int V = c->vocab_size, k = c->num_experts_per_tok, L = c->num_hidden_layers;
-    expert_direct *d = expert_direct_create(ck);
-    expert_provider ep = expert_direct_provider(d);
+    dsspec *e = open_engine(dir, 0), *e_bf16 = open_engine(dir, 1);
+    if (!e || !e_bf16) return 1;
+    const dsspec_model_info *mi = dsspec_get_model_info(e);
+    int V = mi->vocab_size, k = mi->experts_per_token, L = mi->n_layers;
 
     const cJSON *segs = cJSON_GetObjectItem(ids_json, "segments"), *seg;
     int n_seg = cJSON_GetArraySize(segs), T = cJSON_GetArraySize(cJSON_GetArrayItem(segs, 0));
-    CHECK(model_reserve_scratch(m, CHUNK, T, err, sizeof err) == 0, "%s", err);
-    route_sink sink = {0, k, T, malloc((size_t)n_seg * T * L * k * sizeof(int)), L};
+    route_sink sink = {k, T, L, malloc((size_t)n_seg * T * L * k * sizeof(int))};
     float *logits = malloc((size_t)T * V * sizeof(float));
-    int *ids = malloc(T * sizeof(int)), *pos = malloc(T * sizeof(int)), si = 0;
+    int *ids = malloc(T * sizeof(int)), si = 0;
     double nll = 0, nll_bf16 = 0;
     long scored = 0;
     cJSON_ArrayForEach(seg, segs) {
         CHECK(cJSON_GetArraySize(seg) == T, "segments of unequal length");
-        for (int t = 0; t < T; t++) { ids[t] = cJSON_GetArrayItem(seg, t)->valueint; pos[t] = t; }
+        for (int t = 0; t < T; t++) ids[t] = cJSON_GetArrayItem(seg, t)->valueint;
         /* --kv-dtype bf16 is lossy by design: its perplexity is held to 0.5% of the reference. */
-        segment_logits(m, &ep, DTYPE_BF16, ids, pos, T, logits, NULL);
+        CHECK(dsspec_eval(e_bf16, ids, T, CHUNK, logits, NULL, NULL, err, sizeof err) == 0, "%s", err);
         nll_bf16 += segment_nll(logits, ids, T, V);
-        sink.base = si * T;
-        segment_logits(m, &ep, DTYPE_F32, ids, pos, T, logits, &sink);
+        int *routes = sink.routes + (size_t)si * L * T * k;
+        CHECK(dsspec_eval(e, ids, T, CHUNK, logits, routes, NULL, err, sizeof err) == 0, "%s", err);
         nll += segment_nll(logits, ids, T, V);
         scored += T - 1;
         si++;
@@ -135,11 +120,9 @@ int main(int argc, char **argv)
     CHECK(mismatches == 0, "%ld (token, layer) routing decisions differ from the trace", mismatches);
     printf("embedded model: routing of %ld held-out tokens identical to the training-side trace\n", tok);
 
-    free(logits); free(ids); free(pos); free(sink.routes);
-    expert_direct_free(d);
-    model_free(m);
-    thread_pool_free(pool);
-    checkpoint_close(ck);
+    free(logits); free(ids); free(sink.routes);
+    dsspec_close(e);
+    dsspec_close(e_bf16);
     cJSON_Delete(ids_json); cJSON_Delete(report);
     free(ids_text); free(report_text); free(trace_text);
     return test_failures ? 1 : 0;
