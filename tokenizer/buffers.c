@@ -4,10 +4,8 @@
 #include <string.h>
 #include "tokenizer/tokenizer_internal.h"
 
-/* Doubles the capacity (from 64) until need fits; the array is unchanged on failure. */
-int buf_grow(void **data, size_t *cap, size_t need, size_t elem)
+int buf_grow_slow(void **data, size_t *cap, size_t need, size_t elem)
 {
-    if (need <= *cap) return 0;
     size_t cap2 = *cap ? *cap : 64;
     while (cap2 < need) cap2 *= 2;
     void *p = realloc(*data, cap2 * elem);

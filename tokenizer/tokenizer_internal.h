@@ -15,8 +15,14 @@ typedef struct { uint32_t start, end; } span;
 typedef struct { span *data; size_t len, cap; } span_buf;
 typedef struct { int32_t id; uint32_t start, end; } segment; /* id >= 0: added token, -1: text */
 typedef struct { segment *data; size_t len, cap; } seg_buf;
-/* Makes room for need elements of elem bytes in *data (capacity *cap). */
-int buf_grow(void **data, size_t *cap, size_t need, size_t elem);
+/* Makes room for need elements of elem bytes in *data (capacity *cap), doubling from 64. The
+ * check is inline because encoding grows arrays once per piece and per token; the rare
+ * reallocation is buf_grow_slow. */
+int buf_grow_slow(void **data, size_t *cap, size_t need, size_t elem);
+static inline int buf_grow(void **data, size_t *cap, size_t need, size_t elem)
+{
+    return need <= *cap ? 0 : buf_grow_slow(data, cap, need, elem);
+}
 int byte_buf_append(byte_buf *b, const void *src, size_t n);
 int id_buf_push(id_buf *b, int32_t id);
 int id_buf_append(id_buf *b, const int32_t *src, size_t n);
