@@ -4,50 +4,6 @@
 #include <string.h>
 #include "tokenizer/tokenizer_internal.h"
 
-/* ---------------- buffers ---------------- */
-
-static int grow(void **data, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t cap2 = *cap ? *cap : 64;
-    while (cap2 < need) cap2 *= 2;
-    void *p = realloc(*data, cap2 * elem);
-    if (!p) return -1;
-    *data = p; *cap = cap2;
-    return 0;
-}
-
-int byte_buf_append(byte_buf *b, const void *src, size_t n)
-{
-    if (grow((void **)&b->data, &b->cap, b->len + n + 1, 1)) return -1;
-    if (n) memcpy(b->data + b->len, src, n);
-    b->len += n;
-    b->data[b->len] = 0;
-    return 0;
-}
-
-int id_buf_push(id_buf *b, int32_t id)
-{
-    if (grow((void **)&b->data, &b->cap, b->len + 1, sizeof *b->data)) return -1;
-    b->data[b->len++] = id;
-    return 0;
-}
-
-int id_buf_append(id_buf *b, const int32_t *src, size_t n)
-{
-    if (grow((void **)&b->data, &b->cap, b->len + n, sizeof *b->data)) return -1;
-    if (n) memcpy(b->data + b->len, src, n * sizeof *src);
-    b->len += n;
-    return 0;
-}
-
-int span_buf_push(span_buf *b, uint32_t start, uint32_t end)
-{
-    if (grow((void **)&b->data, &b->cap, b->len + 1, sizeof *b->data)) return -1;
-    b->data[b->len++] = (span){start, end};
-    return 0;
-}
-
 /* ---------------- string -> id map ---------------- */
 
 uint32_t hash_bytes(const char *p, size_t n)
@@ -322,10 +278,7 @@ int bpe_encode_word(bpe_model *m, const str_map *vocab, const uint8_t *word, siz
     if (m->ignore_merges && vocab) {
         /* ignore_merges: a word that is itself a vocab entry is one token */
         byte_buf mapped = {0};
-        for (size_t i = 0; i < len; i++) {
-            char c[4];
-            if (byte_buf_append(&mapped, c, utf8_encode(byte_level_char(word[i]), c))) { free(mapped.data); return -1; }
-        }
+        if (byte_level_encode(&mapped, word, len)) { free(mapped.data); return -1; }
         int32_t id = str_map_get(vocab, mapped.data, mapped.len);
         free(mapped.data);
         if (id >= 0) { if (id_buf_push(out, id)) return -1; done = 1; }

@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/text_file.h"
 #include "tokenizer/tokenizer_internal.h"
 
 #define USER "<｜User｜>"
@@ -33,7 +34,7 @@ typedef struct {
 static void put(chat_state *c, const char *s)
 {
     if (!c->failed && byte_buf_append(&c->out, s, strlen(s))) {
-        tok_err(c->err, c->errlen, "out of memory rendering the chat");
+        error_set(c->err, c->errlen, "out of memory rendering the chat");
         c->failed = 1;
     }
 }
@@ -43,7 +44,7 @@ static const char *field_string(chat_state *c, const cJSON *obj, const char *key
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (cJSON_IsString(v)) return v->valuestring;
-    if (!c->failed) tok_err(c->err, c->errlen, "messages[%zu]: %s \"%s\" must be a string", idx, where, key);
+    if (!c->failed) error_set(c->err, c->errlen, "messages[%zu]: %s \"%s\" must be a string", idx, where, key);
     c->failed = 1;
     return NULL;
 }
@@ -75,7 +76,7 @@ static void render_tool_call(chat_state *c, const cJSON *call, size_t idx)
     const char *name = fn ? field_string(c, fn, "name", "tool_calls[].function", idx) : NULL;
     const char *args = fn ? field_string(c, fn, "arguments", "tool_calls[].function", idx) : NULL;
     if (!fn && !c->failed) {
-        tok_err(c->err, c->errlen, "messages[%zu]: tool_calls[] needs a \"function\" object", idx);
+        error_set(c->err, c->errlen, "messages[%zu]: tool_calls[] needs a \"function\" object", idx);
         c->failed = 1;
     }
     if (c->failed) return;
@@ -87,7 +88,7 @@ static void render_tool_calls(chat_state *c, const cJSON *m, const cJSON *calls,
 {
     c->is_tool = 0;
     if (!cJSON_IsArray(calls)) {
-        tok_err(c->err, c->errlen, "messages[%zu]: \"tool_calls\" must be an array", idx);
+        error_set(c->err, c->errlen, "messages[%zu]: \"tool_calls\" must be an array", idx);
         c->failed = 1;
         return;
     }
@@ -161,16 +162,16 @@ char *tokenizer_render_chat(const tokenizer *tok, const char *messages_json, int
 {
     if (err && errlen) err[0] = 0;
     cJSON *messages = messages_json ? cJSON_Parse(messages_json) : NULL;
-    if (!messages) { tok_err(err, errlen, "messages: malformed JSON"); return NULL; }
+    if (!messages) { error_set(err, errlen, "messages: malformed JSON"); return NULL; }
     chat_state c = {.is_output_first = 1, .err = err, .errlen = errlen};
     if (!cJSON_IsArray(messages)) {
-        tok_err(err, errlen, "messages: expected a JSON array of {\"role\", \"content\"} objects");
+        error_set(err, errlen, "messages: expected a JSON array of {\"role\", \"content\"} objects");
         c.failed = 1;
     }
     size_t idx = 0;
     for (const cJSON *m = c.failed ? NULL : messages->child; m; m = m->next, idx++) {
         if (!cJSON_IsObject(m)) {
-            tok_err(err, errlen, "messages[%zu]: expected an object", idx);
+            error_set(err, errlen, "messages[%zu]: expected an object", idx);
             c.failed = 1;
             break;
         }

@@ -3,31 +3,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/text_file.h"
 #include "tokenizer/tokenizer_internal.h"
-
-static int grow(void **data, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t cap2 = *cap ? *cap : 64;
-    while (cap2 < need) cap2 *= 2;
-    void *p = realloc(*data, cap2 * elem);
-    if (!p) return -1;
-    *data = p; *cap = cap2;
-    return 0;
-}
-
-static int seg_push(seg_buf *b, int32_t id, uint32_t start, uint32_t end)
-{
-    if (grow((void **)&b->data, &b->cap, b->len + 1, sizeof *b->data)) return -1;
-    b->data[b->len++] = (segment){id, start, end};
-    return 0;
-}
 
 /* ---------------- added-token trie ---------------- */
 
 static int32_t trie_new_node(added_trie *t, uint8_t byte)
 {
-    if (grow((void **)&t->nodes, &t->cap, t->n + 1, sizeof *t->nodes)) return -1;
+    if (buf_grow((void **)&t->nodes, &t->cap, t->n + 1, sizeof *t->nodes)) return -1;
     t->nodes[t->n] = (trie_node){-1, -1, -1, byte};
     return (int32_t)t->n++;
 }
@@ -158,11 +141,11 @@ static int split_by_trie(tokenizer *tok, const added_trie *t, const char *text, 
             start = s2 > emitted ? s2 : emitted; /* a previous match may own those spaces */
         }
         if (a->rstrip) stop = whitespace_run_end(text, stop, hi);
-        if (emitted < start && seg_push(out, -1, emitted, start)) return -1;
-        if (seg_push(out, a->id, start, stop)) return -1;
+        if (emitted < start && seg_buf_push(out, -1, emitted, start)) return -1;
+        if (seg_buf_push(out, a->id, start, stop)) return -1;
         emitted = pos = stop;
     }
-    if (emitted < hi && seg_push(out, -1, emitted, hi)) return -1;
+    if (emitted < hi && seg_buf_push(out, -1, emitted, hi)) return -1;
     return 0;
 }
 
@@ -175,7 +158,7 @@ int added_split(tokenizer *tok, const char *text, uint32_t len)
     tok->segs.len = 0;
     for (size_t i = 0; i < tok->segs_next.len; i++) {
         segment s = tok->segs_next.data[i];
-        int rc = s.id >= 0 ? seg_push(&tok->segs, s.id, s.start, s.end)
+        int rc = s.id >= 0 ? seg_buf_push(&tok->segs, s.id, s.start, s.end)
                            : split_by_trie(tok, &tok->trie_norm, text, s.start, s.end, &tok->segs);
         if (rc) return -1;
     }
@@ -255,13 +238,13 @@ int compile_split(split_rule *r, const char *pattern, size_t plen, int literal, 
     if (!r->re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);
-        tok_err(err, errlen, "regex /%.*s/ rejected by PCRE2 at offset %zu: %s", (int)(plen > 200 ? 200 : plen),
+        error_set(err, errlen, "regex /%.*s/ rejected by PCRE2 at offset %zu: %s", (int)(plen > 200 ? 200 : plen),
                 pattern, (size_t)at, (const char *)msg);
         return -1;
     }
     r->jit = pcre2_jit_compile(r->re, PCRE2_JIT_COMPLETE) == 0;
     r->md = pcre2_match_data_create_from_pattern(r->re, NULL);
-    if (!r->md) { tok_err(err, errlen, "out of memory compiling a regex"); return -1; }
+    if (!r->md) { error_set(err, errlen, "out of memory compiling a regex"); return -1; }
     return 0;
 }
 
@@ -274,12 +257,13 @@ void split_rule_free(split_rule *r)
 
 static int push_match(tokenizer *tok, size_t *n, uint32_t start, uint32_t end, int is_match)
 {
-    if (grow((void **)&tok->matches, &tok->matches_cap, *n + 1, sizeof *tok->matches)) return -1;
+    if (buf_grow((void **)&tok->matches, &tok->matches_cap, *n + 1, sizeof *tok->matches)) return -1;
     tok->matches[(*n)++] = (struct split_match){start, end, is_match};
     return 0;
 }
 
-/* The reference's find_matches: alternating gaps and matches covering text[start..end). */
+/* Alternating gaps and matches covering text[start..end), as the reference lists them: an empty
+ * match steps one character on, so every split sees the same pieces as the reference. */
 static int find_matches(tokenizer *tok, const split_rule *r, const char *text, uint32_t start, uint32_t end,
                         size_t *n)
 {
@@ -310,8 +294,9 @@ static int emit(span_buf *out, uint32_t start, uint32_t end)
     return start == end ? 0 : span_buf_push(out, start, end); /* empty pieces vanish */
 }
 
-/* Applies the split behavior to the matches of one piece (see the reference's
- * SplitDelimiterBehavior), appending the resulting pieces. */
+/* Applies the split behavior to the matches of one piece, appending the resulting pieces:
+ * Isolated keeps matches as pieces of their own, Removed drops them, MergedWithPrevious/Next glue
+ * each match to the gap before/after it, Contiguous joins runs of matches (and runs of gaps). */
 static int apply_behavior(tokenizer *tok, const split_rule *r, size_t n, span_buf *out)
 {
     struct split_match *m = tok->matches;

@@ -8,12 +8,40 @@
 #include <stdint.h>
 #include "tokenizer/tokenizer.h"
 
-/* ---- growable byte / id buffers ---- */
-typedef struct { char *data; size_t len, cap; } byte_buf;
+/* ---- buffers.c: growable arrays (0 ok, -1 out of memory; the array is unchanged then) ---- */
+typedef struct { char *data; size_t len, cap; } byte_buf; /* data[len] is always a NUL */
 typedef struct { int32_t *data; size_t len, cap; } id_buf;
+typedef struct { uint32_t start, end; } span;
+typedef struct { span *data; size_t len, cap; } span_buf;
+typedef struct { int32_t id; uint32_t start, end; } segment; /* id >= 0: added token, -1: text */
+typedef struct { segment *data; size_t len, cap; } seg_buf;
+/* Makes room for need elements of elem bytes in *data (capacity *cap), doubling from 64. The
+ * check is inline because encoding grows arrays once per piece and per token; the rare
+ * reallocation is buf_grow_slow. */
+int buf_grow_slow(void **data, size_t *cap, size_t need, size_t elem);
+static inline int buf_grow(void **data, size_t *cap, size_t need, size_t elem)
+{
+    return need <= *cap ? 0 : buf_grow_slow(data, cap, need, elem);
+}
 int byte_buf_append(byte_buf *b, const void *src, size_t n);
 int id_buf_push(id_buf *b, int32_t id);
 int id_buf_append(id_buf *b, const int32_t *src, size_t n);
+int span_buf_push(span_buf *b, uint32_t start, uint32_t end);
+int seg_buf_push(seg_buf *b, int32_t id, uint32_t start, uint32_t end);
+
+/* ---- utf8.c ---- */
+size_t utf8_valid_prefix(const uint8_t *s, size_t n, int *truncated, size_t *bad_len);
+int utf8_lossy(const char *s, size_t n, char **out, size_t *out_len); /* 0 valid (no copy), 1 repaired, -1 oom */
+int utf8_lossy_append(byte_buf *out, const uint8_t *s, size_t n, size_t *consumed, int final);
+size_t utf8_encode(uint32_t cp, char *out);
+int utf8_decode(const uint8_t *s, size_t n, uint32_t *cp); /* length of a valid sequence, 0 if none */
+
+/* ---- byte_level.c: GPT-2's printable stand-in character for each byte ---- */
+uint32_t byte_level_char(uint8_t b);
+/* Appends the stand-in characters of bytes[0..len) as UTF-8. */
+int byte_level_encode(byte_buf *out, const uint8_t *bytes, size_t len);
+/* Appends the bytes a token's text stands for (its own UTF-8 when a character has no byte). */
+int byte_level_decode(byte_buf *out, const char *s, size_t len);
 
 /* ---- string -> id hash (vocab and added tokens) ---- */
 typedef struct { uint32_t hash; int32_t id; uint32_t off, len; } str_slot;
@@ -55,9 +83,6 @@ typedef struct {
     pcre2_code *re; pcre2_match_data *md;
     enum split_behavior behavior; int invert, jit;
 } split_rule;
-typedef struct { uint32_t start, end; } span;
-typedef struct { span *data; size_t len, cap; } span_buf;
-int span_buf_push(span_buf *b, uint32_t start, uint32_t end);
 
 /* ---- added tokens ---- */
 typedef struct {
@@ -67,8 +92,6 @@ typedef struct {
 /* byte trie of added-token contents; node 0 is the root */
 typedef struct { int32_t token, child, sibling; uint8_t byte; } trie_node;
 typedef struct { trie_node *nodes; size_t n, cap; uint8_t starts[256]; /* first bytes of tokens */ } added_trie;
-typedef struct { int32_t id; uint32_t start, end; } segment; /* id >= 0: added token, -1: text */
-typedef struct { segment *data; size_t len, cap; } seg_buf;
 
 struct tokenizer {
     str_map vocab;          /* model vocab + added tokens, content -> id */
@@ -89,10 +112,6 @@ struct tokenizer {
     struct split_match *matches; size_t matches_cap;
 };
 
-/* tokenizer_load.c helpers used elsewhere */
-uint32_t byte_level_char(uint8_t b); /* GPT-2's printable stand-in for each byte */
-void tok_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
 /* pretokenize.c */
 /* Splits text[start..end) into tok->pieces by the pre-tokenizer rules. */
 int pretokenize(tokenizer *tok, const char *text, uint32_t start, uint32_t end);
@@ -109,12 +128,5 @@ extern const unicode_range unicode_extra_ranges[];
 extern const size_t unicode_extra_count;
 /* pattern with each \p{L|M|N|P|S} widened by those ranges (malloc'd), NULL on oom */
 char *widen_unicode_classes(const char *pat, size_t len, size_t *out_len);
-
-/* utf8.c */
-size_t utf8_valid_prefix(const uint8_t *s, size_t n, int *truncated, size_t *bad_len);
-int utf8_lossy(const char *s, size_t n, char **out, size_t *out_len); /* 0 valid (no copy), 1 repaired, -1 oom */
-int utf8_lossy_append(byte_buf *out, const uint8_t *s, size_t n, size_t *consumed, int final);
-size_t utf8_encode(uint32_t cp, char *out);
-int utf8_decode(const uint8_t *s, size_t n, uint32_t *cp); /* length of a valid sequence, 0 if none */
 
 #endif

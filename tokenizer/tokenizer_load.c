@@ -3,79 +3,27 @@
  * ByteLevel, a ByteLevel decoder. Anything else is refused with one line naming the field. */
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "core/text_file.h"
 #include "tokenizer/tokenizer_internal.h"
 
 /* GPT-2's pre-tokenizer regex, used when a ByteLevel step has use_regex = true. */
 static const char GPT2_PATTERN[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
-void tok_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-/* Bytes that are printable stay themselves; the other 68 are moved to U+0100.. in byte order. */
-uint32_t byte_level_char(uint8_t b)
-{
-    if (b <= 32) return 256u + b;
-    if (b >= 127 && b <= 160) return 256u + 33 + (b - 127u);
-    if (b == 173) return 256u + 33 + 34;
-    return b;
-}
-
-static int byte_of_level_char(uint32_t cp)
-{
-    if ((cp >= 33 && cp <= 126) || (cp >= 161 && cp <= 172) || (cp >= 174 && cp <= 255)) return (int)cp;
-    if (cp >= 256 && cp <= 288) return (int)(cp - 256);
-    if (cp >= 289 && cp <= 322) return (int)(cp - 289 + 127);
-    if (cp == 323) return 173;
-    return -1;
-}
-
-static char *read_file(const char *path, size_t *len, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) { tok_err(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return NULL; }
-    char *buf = NULL;
-    size_t cap = 0, n = 0;
-    for (;;) {
-        if (n + 65536 > cap) {
-            cap = cap ? cap * 2 : 1 << 20;
-            char *p = realloc(buf, cap + 1);
-            if (!p) { free(buf); fclose(f); tok_err(err, errlen, "%s: out of memory", path); return NULL; }
-            buf = p;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { free(buf); tok_err(err, errlen, "%s: read error", path); return NULL; }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 static cJSON *parse_json_file(const char *path, char *err, size_t errlen)
 {
     size_t len;
-    char *text = read_file(path, &len, err, errlen);
+    char *text = text_file_read(path, &len, err, errlen);
     if (!text) return NULL;
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!root) {
         size_t at = end && end >= text ? (size_t)(end - text) : 0;
-        tok_err(err, errlen, "%s: malformed JSON near byte %zu", path, at);
+        error_set(err, errlen, "%s: malformed JSON near byte %zu", path, at);
     }
     free(text);
     return root;
@@ -110,16 +58,16 @@ static int note_id(tokenizer *tok, int32_t id)
 
 static int load_vocab(tokenizer *tok, const cJSON *vocab, const char *path, char *err, size_t errlen)
 {
-    if (!cJSON_IsObject(vocab)) { tok_err(err, errlen, "%s: model.vocab: expected an object token -> id", path); return -1; }
+    if (!cJSON_IsObject(vocab)) { error_set(err, errlen, "%s: model.vocab: expected an object token -> id", path); return -1; }
     for (const cJSON *e = vocab->child; e; e = e->next) {
         int32_t id = json_id(e);
-        if (id < 0) { tok_err(err, errlen, "%s: model.vocab[\"%.80s\"]: expected a non-negative integer id", path, e->string); return -1; }
+        if (id < 0) { error_set(err, errlen, "%s: model.vocab[\"%.80s\"]: expected a non-negative integer id", path, e->string); return -1; }
         if (str_map_put(&tok->vocab, e->string, strlen(e->string), id) < 0) goto oom;
         note_id(tok, id);
     }
     return 0;
 oom:
-    tok_err(err, errlen, "%s: out of memory", path);
+    error_set(err, errlen, "%s: out of memory", path);
     return -1;
 }
 
@@ -135,57 +83,57 @@ static int load_merge(tokenizer *tok, const cJSON *m, int32_t rank, const char *
     if (cJSON_IsString(m)) {
         const char *sp = strchr(m->valuestring, ' ');
         if (!sp || strchr(sp + 1, ' ')) {
-            tok_err(err, errlen, "%s: model.merges[%d]: \"%.80s\" is not two tokens separated by one space", path, rank, m->valuestring);
+            error_set(err, errlen, "%s: model.merges[%d]: \"%.80s\" is not two tokens separated by one space", path, rank, m->valuestring);
             return -1;
         }
         a = m->valuestring; alen = (size_t)(sp - a); b = sp + 1; blen = strlen(b);
     } else if (cJSON_IsArray(m) && cJSON_GetArraySize(m) == 2 && cJSON_IsString(m->child) && cJSON_IsString(m->child->next)) {
         a = m->child->valuestring; alen = strlen(a); b = m->child->next->valuestring; blen = strlen(b);
     } else {
-        tok_err(err, errlen, "%s: model.merges[%d]: expected \"a b\" or [\"a\", \"b\"]", path, rank);
+        error_set(err, errlen, "%s: model.merges[%d]: expected \"a b\" or [\"a\", \"b\"]", path, rank);
         return -1;
     }
     int32_t left = vocab_id(tok, a, alen), right = vocab_id(tok, b, blen);
     if (left < 0 || right < 0) {
-        tok_err(err, errlen, "%s: model.merges[%d]: token \"%.*s\" is not in the vocab", path, rank,
+        error_set(err, errlen, "%s: model.merges[%d]: token \"%.*s\" is not in the vocab", path, rank,
                 (int)(left < 0 ? alen : blen), left < 0 ? a : b);
         return -1;
     }
     char stack[256], *joined = alen + blen <= sizeof stack ? stack : malloc(alen + blen);
-    if (!joined) { tok_err(err, errlen, "%s: out of memory", path); return -1; }
+    if (!joined) { error_set(err, errlen, "%s: out of memory", path); return -1; }
     memcpy(joined, a, alen); memcpy(joined + alen, b, blen);
     int32_t merged = vocab_id(tok, joined, alen + blen);
     if (merged < 0)
-        tok_err(err, errlen, "%s: model.merges[%d]: merged token \"%.*s\" is not in the vocab", path, rank,
+        error_set(err, errlen, "%s: model.merges[%d]: merged token \"%.*s\" is not in the vocab", path, rank,
                 (int)(alen + blen > 120 ? 120 : alen + blen), joined);
     if (joined != stack) free(joined);
     if (merged < 0) return -1;
-    if (bpe_add_merge(&tok->bpe, left, right, rank, merged) < 0) { tok_err(err, errlen, "%s: out of memory", path); return -1; }
+    if (bpe_add_merge(&tok->bpe, left, right, rank, merged) < 0) { error_set(err, errlen, "%s: out of memory", path); return -1; }
     return 0;
 }
 
 static int load_model(tokenizer *tok, const cJSON *model, const char *path, char *err, size_t errlen)
 {
-    if (!cJSON_IsObject(model)) { tok_err(err, errlen, "%s: \"model\": expected an object", path); return -1; }
+    if (!cJSON_IsObject(model)) { error_set(err, errlen, "%s: \"model\": expected an object", path); return -1; }
     const char *type = type_of(model);
-    if (type && strcmp(type, "BPE")) { tok_err(err, errlen, "%s: model.type \"%.40s\" is not supported (expected BPE)", path, type); return -1; }
+    if (type && strcmp(type, "BPE")) { error_set(err, errlen, "%s: model.type \"%.40s\" is not supported (expected BPE)", path, type); return -1; }
     const cJSON *dropout = cJSON_GetObjectItemCaseSensitive(model, "dropout");
-    if (dropout && !cJSON_IsNull(dropout)) { tok_err(err, errlen, "%s: model.dropout must be null (BPE dropout is random)", path); return -1; }
-    if (json_flag(model, "byte_fallback")) { tok_err(err, errlen, "%s: model.byte_fallback = true is not supported", path); return -1; }
+    if (dropout && !cJSON_IsNull(dropout)) { error_set(err, errlen, "%s: model.dropout must be null (BPE dropout is random)", path); return -1; }
+    if (json_flag(model, "byte_fallback")) { error_set(err, errlen, "%s: model.byte_fallback = true is not supported", path); return -1; }
     static const char *const unsupported[] = {"continuing_subword_prefix", "end_of_word_suffix"};
     for (size_t i = 0; i < 2; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(model, unsupported[i]);
         if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && !*v->valuestring)) {
-            tok_err(err, errlen, "%s: model.%s is not supported (expected null)", path, unsupported[i]);
+            error_set(err, errlen, "%s: model.%s is not supported (expected null)", path, unsupported[i]);
             return -1;
         }
     }
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
-    if (!cJSON_IsArray(merges)) { tok_err(err, errlen, "%s: model.merges: expected an array", path); return -1; }
+    if (!cJSON_IsArray(merges)) { error_set(err, errlen, "%s: model.merges: expected an array", path); return -1; }
     int n_vocab = cJSON_GetArraySize(vocab), n_merges = cJSON_GetArraySize(merges);
     if (str_map_init(&tok->vocab, (size_t)n_vocab + 1024) || bpe_init(&tok->bpe, (size_t)n_merges)) {
-        tok_err(err, errlen, "%s: out of memory", path);
+        error_set(err, errlen, "%s: out of memory", path);
         return -1;
     }
     if (load_vocab(tok, vocab, path, err, errlen)) return -1;
@@ -197,7 +145,7 @@ static int load_model(tokenizer *tok, const cJSON *model, const char *path, char
     const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
     if (cJSON_IsString(unk)) {
         tok->bpe.unk_id = vocab_id(tok, unk->valuestring, strlen(unk->valuestring));
-        if (tok->bpe.unk_id < 0) { tok_err(err, errlen, "%s: model.unk_token \"%.80s\" is not in the vocab", path, unk->valuestring); return -1; }
+        if (tok->bpe.unk_id < 0) { error_set(err, errlen, "%s: model.unk_token \"%.80s\" is not in the vocab", path, unk->valuestring); return -1; }
     }
     for (int b = 0; b < 256; b++) {
         char c[4];
@@ -211,22 +159,22 @@ static int load_model(tokenizer *tok, const cJSON *model, const char *path, char
 static int load_added(tokenizer *tok, const cJSON *list, const char *path, char *err, size_t errlen)
 {
     if (!list || cJSON_IsNull(list)) return 0;
-    if (!cJSON_IsArray(list)) { tok_err(err, errlen, "%s: added_tokens: expected an array", path); return -1; }
+    if (!cJSON_IsArray(list)) { error_set(err, errlen, "%s: added_tokens: expected an array", path); return -1; }
     size_t n = (size_t)cJSON_GetArraySize(list), i = 0;
     tok->added = calloc(n ? n : 1, sizeof *tok->added);
-    if (!tok->added) { tok_err(err, errlen, "%s: out of memory", path); return -1; }
+    if (!tok->added) { error_set(err, errlen, "%s: out of memory", path); return -1; }
     for (const cJSON *e = list->child; e; e = e->next, i++) {
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, "content");
         int32_t id = json_id(cJSON_GetObjectItemCaseSensitive(e, "id"));
         if (!cJSON_IsString(content) || id < 0) {
-            tok_err(err, errlen, "%s: added_tokens[%zu]: expected {\"id\": integer >= 0, \"content\": string, ...}", path, i);
+            error_set(err, errlen, "%s: added_tokens[%zu]: expected {\"id\": integer >= 0, \"content\": string, ...}", path, i);
             return -1;
         }
         added_token *a = &tok->added[tok->n_added++];
         a->id = id;
         a->off = (uint32_t)tok->strings.len;
         a->len = (uint32_t)strlen(content->valuestring);
-        if (byte_buf_append(&tok->strings, content->valuestring, a->len + 1)) { tok_err(err, errlen, "%s: out of memory", path); return -1; }
+        if (byte_buf_append(&tok->strings, content->valuestring, a->len + 1)) { error_set(err, errlen, "%s: out of memory", path); return -1; }
         a->special = (uint8_t)json_flag(e, "special");
         a->normalized = (uint8_t)json_flag(e, "normalized");
         a->lstrip = (uint8_t)json_flag(e, "lstrip");
@@ -247,11 +195,11 @@ static int check_normalizer(const cJSON *n, const char *path, char *err, size_t 
         const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, "normalizers");
         if (cJSON_IsArray(list) && cJSON_GetArraySize(list) == 0) return 0;
         const char *inner = cJSON_IsArray(list) && list->child ? type_of(list->child) : NULL;
-        tok_err(err, errlen, "%s: normalizer \"%s\" inside Sequence is not supported (only an empty Sequence or null)",
+        error_set(err, errlen, "%s: normalizer \"%s\" inside Sequence is not supported (only an empty Sequence or null)",
                 path, inner ? inner : "?");
         return -1;
     }
-    tok_err(err, errlen, "%s: normalizer \"%s\" is not supported (only an empty Sequence or null)", path, type ? type : "?");
+    error_set(err, errlen, "%s: normalizer \"%s\" is not supported (only an empty Sequence or null)", path, type ? type : "?");
     return -1;
 }
 
@@ -263,15 +211,15 @@ static int add_split(tokenizer *tok, const cJSON *step, size_t idx, const char *
     const cJSON *regex = cJSON_GetObjectItemCaseSensitive(pattern, "Regex");
     const cJSON *literal = cJSON_GetObjectItemCaseSensitive(pattern, "String");
     const cJSON *src = cJSON_IsString(regex) ? regex : literal;
-    if (!cJSON_IsString(src)) { tok_err(err, errlen, "%s: pre_tokenizer[%zu].pattern: expected {\"Regex\": ...} or {\"String\": ...}", path, idx); return -1; }
+    if (!cJSON_IsString(src)) { error_set(err, errlen, "%s: pre_tokenizer[%zu].pattern: expected {\"Regex\": ...} or {\"String\": ...}", path, idx); return -1; }
     const cJSON *behavior = cJSON_GetObjectItemCaseSensitive(step, "behavior");
     static const char *const names[] = {"Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
     size_t b = 0;
     while (b < 5 && !(cJSON_IsString(behavior) && !strcmp(behavior->valuestring, names[b]))) b++;
-    if (b == 5) { tok_err(err, errlen, "%s: pre_tokenizer[%zu].behavior: expected Isolated, Removed, MergedWithPrevious, MergedWithNext or Contiguous", path, idx); return -1; }
+    if (b == 5) { error_set(err, errlen, "%s: pre_tokenizer[%zu].behavior: expected Isolated, Removed, MergedWithPrevious, MergedWithNext or Contiguous", path, idx); return -1; }
     char msg[400];
     if (compile_split(r, src->valuestring, strlen(src->valuestring), src == literal, msg, sizeof msg)) {
-        tok_err(err, errlen, "%s: pre_tokenizer[%zu]: %s", path, idx, msg);
+        error_set(err, errlen, "%s: pre_tokenizer[%zu]: %s", path, idx, msg);
         return -1;
     }
     r->behavior = (enum split_behavior)b;
@@ -283,7 +231,7 @@ static int add_split(tokenizer *tok, const cJSON *step, size_t idx, const char *
 static int add_byte_level(tokenizer *tok, const cJSON *step, size_t idx, const char *path, char *err, size_t errlen)
 {
     if (json_flag(step, "add_prefix_space")) {
-        tok_err(err, errlen, "%s: pre_tokenizer[%zu]: ByteLevel add_prefix_space = true is not supported", path, idx);
+        error_set(err, errlen, "%s: pre_tokenizer[%zu]: ByteLevel add_prefix_space = true is not supported", path, idx);
         return -1;
     }
     const cJSON *use_regex = cJSON_GetObjectItemCaseSensitive(step, "use_regex");
@@ -304,19 +252,19 @@ static int load_pre_tokenizer(tokenizer *tok, const cJSON *pt, const char *path,
     if (type && !strcmp(type, "Sequence")) steps = cJSON_GetObjectItemCaseSensitive(pt, "pretokenizers");
     else single = 1;
     size_t n = single ? 1 : (size_t)cJSON_GetArraySize(steps);
-    if (!pt || (!single && !cJSON_IsArray(steps))) { tok_err(err, errlen, "%s: pre_tokenizer: expected a ByteLevel step (alone or in a Sequence)", path); return -1; }
+    if (!pt || (!single && !cJSON_IsArray(steps))) { error_set(err, errlen, "%s: pre_tokenizer: expected a ByteLevel step (alone or in a Sequence)", path); return -1; }
     tok->splits = calloc(n + 1, sizeof *tok->splits);
-    if (!tok->splits) { tok_err(err, errlen, "%s: out of memory", path); return -1; }
+    if (!tok->splits) { error_set(err, errlen, "%s: out of memory", path); return -1; }
     int seen_byte_level = 0;
     size_t idx = 0;
     for (const cJSON *s = single ? pt : steps->child; s; s = single ? NULL : s->next, idx++) {
         const char *t = type_of(s);
-        if (seen_byte_level) { tok_err(err, errlen, "%s: pre_tokenizer[%zu]: steps after ByteLevel are not supported", path, idx); return -1; }
+        if (seen_byte_level) { error_set(err, errlen, "%s: pre_tokenizer[%zu]: steps after ByteLevel are not supported", path, idx); return -1; }
         if (t && !strcmp(t, "Split")) { if (add_split(tok, s, idx, path, err, errlen)) return -1; }
         else if (t && !strcmp(t, "ByteLevel")) { if (add_byte_level(tok, s, idx, path, err, errlen)) return -1; seen_byte_level = 1; }
-        else { tok_err(err, errlen, "%s: pre_tokenizer[%zu]: type \"%s\" is not supported (expected Split or ByteLevel)", path, idx, t ? t : "?"); return -1; }
+        else { error_set(err, errlen, "%s: pre_tokenizer[%zu]: type \"%s\" is not supported (expected Split or ByteLevel)", path, idx, t ? t : "?"); return -1; }
     }
-    if (!seen_byte_level) { tok_err(err, errlen, "%s: pre_tokenizer: expected a ByteLevel step (this is not a byte-level BPE)", path); return -1; }
+    if (!seen_byte_level) { error_set(err, errlen, "%s: pre_tokenizer: expected a ByteLevel step (this is not a byte-level BPE)", path); return -1; }
     return 0;
 }
 
@@ -324,29 +272,11 @@ static int check_decoder(const cJSON *d, const char *path, char *err, size_t err
 {
     const char *type = d ? type_of(d) : NULL;
     if (type && !strcmp(type, "ByteLevel")) return 0;
-    tok_err(err, errlen, "%s: decoder \"%s\" is not supported (expected ByteLevel)", path, type ? type : "null");
+    error_set(err, errlen, "%s: decoder \"%s\" is not supported (expected ByteLevel)", path, type ? type : "null");
     return -1;
 }
 
 /* ---------------- per-id tables ---------------- */
-
-/* The reference's ByteLevel decoder maps a token's characters back to bytes when every character
- * has a byte; otherwise (e.g. "<｜User｜>") the token's own UTF-8 is used. */
-static int token_bytes(tokenizer *tok, const char *s, size_t len)
-{
-    byte_buf *out = &tok->strings;
-    size_t start = out->len;
-    for (size_t i = 0; i < len;) {
-        uint32_t cp;
-        int n = utf8_decode((const uint8_t *)s + i, len - i, &cp);
-        int b = n ? byte_of_level_char(cp) : -1;
-        if (b < 0) { out->len = start; return byte_buf_append(out, s, len); }
-        uint8_t byte = (uint8_t)b;
-        if (byte_buf_append(out, &byte, 1)) return -1;
-        i += (size_t)n;
-    }
-    return 0;
-}
 
 static int set_token(tokenizer *tok, int32_t id, const char *s, size_t len)
 {
@@ -355,7 +285,7 @@ static int set_token(tokenizer *tok, int32_t id, const char *s, size_t len)
     tok->text_len[id] = (uint32_t)len;
     if (byte_buf_append(&tok->strings, s, len) || byte_buf_append(&tok->strings, "", 1)) return -1;
     tok->bytes_off[id] = (uint32_t)tok->strings.len;
-    if (token_bytes(tok, s, len)) return -1;
+    if (byte_level_decode(&tok->strings, s, len)) return -1;
     tok->bytes_len[id] = (uint32_t)(tok->strings.len - tok->bytes_off[id]);
     return 0;
 }
@@ -387,7 +317,7 @@ static int build_id_tables(tokenizer *tok, const char *path, char *err, size_t e
     }
     return 0;
 oom:
-    tok_err(err, errlen, "%s: out of memory", path);
+    error_set(err, errlen, "%s: out of memory", path);
     return -1;
 }
 
@@ -406,11 +336,11 @@ static int config_token(tokenizer *tok, const cJSON *cfg, const char *key, int32
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
     if (!v || cJSON_IsNull(v)) return 0;
     const char *content = token_content(v);
-    if (!content) { tok_err(err, errlen, "%s: %s: expected a string or {\"content\": string}", path, key); return -1; }
+    if (!content) { error_set(err, errlen, "%s: %s: expected a string or {\"content\": string}", path, key); return -1; }
     *id = tokenizer_token_id(tok, content);
-    if (*id < 0) { tok_err(err, errlen, "%s: %s \"%.80s\" is not a token of tokenizer.json", path, key, content); return -1; }
+    if (*id < 0) { error_set(err, errlen, "%s: %s \"%.80s\" is not a token of tokenizer.json", path, key, content); return -1; }
     *text = strdup(content);
-    if (!*text) { tok_err(err, errlen, "%s: out of memory", path); return -1; }
+    if (!*text) { error_set(err, errlen, "%s: out of memory", path); return -1; }
     return 0;
 }
 
@@ -421,9 +351,9 @@ static int load_config(tokenizer *tok, const char *path, char *err, size_t errle
     cJSON *cfg = parse_json_file(path, err, errlen);
     if (!cfg) return -1;
     int rc = -1;
-    if (!cJSON_IsObject(cfg)) { tok_err(err, errlen, "%s: expected a JSON object", path); goto done; }
+    if (!cJSON_IsObject(cfg)) { error_set(err, errlen, "%s: expected a JSON object", path); goto done; }
     const cJSON *add_bos = cJSON_GetObjectItemCaseSensitive(cfg, "add_bos_token");
-    if (add_bos && !cJSON_IsBool(add_bos)) { tok_err(err, errlen, "%s: add_bos_token: expected true or false", path); goto done; }
+    if (add_bos && !cJSON_IsBool(add_bos)) { error_set(err, errlen, "%s: add_bos_token: expected true or false", path); goto done; }
     tok->add_bos = cJSON_IsTrue(add_bos);
     if (config_token(tok, cfg, "bos_token", &tok->bos_id, &tok->bos_text, path, err, errlen) ||
         config_token(tok, cfg, "eos_token", &tok->eos_id, &tok->eos_text, path, err, errlen))
@@ -441,7 +371,7 @@ static int load_tokenizer_json(tokenizer *tok, const char *path, char *err, size
     cJSON *root = parse_json_file(path, err, errlen);
     if (!root) return -1;
     int rc = -1;
-    if (!cJSON_IsObject(root)) { tok_err(err, errlen, "%s: expected a JSON object", path); goto done; }
+    if (!cJSON_IsObject(root)) { error_set(err, errlen, "%s: expected a JSON object", path); goto done; }
     if (load_model(tok, cJSON_GetObjectItemCaseSensitive(root, "model"), path, err, errlen) ||
         load_added(tok, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), path, err, errlen) ||
         check_normalizer(cJSON_GetObjectItemCaseSensitive(root, "normalizer"), path, err, errlen) ||
@@ -458,7 +388,7 @@ done:
 static int build_tries(tokenizer *tok, char *err, size_t errlen)
 {
     if (trie_build(tok, &tok->trie_raw, 0) || trie_build(tok, &tok->trie_norm, 1)) {
-        tok_err(err, errlen, "out of memory building the added-token trie");
+        error_set(err, errlen, "out of memory building the added-token trie");
         return -1;
     }
     int need_word = 0;
@@ -473,22 +403,22 @@ static int build_tries(tokenizer *tok, char *err, size_t errlen)
     tok->word_re = widened ? pcre2_compile((PCRE2_SPTR)widened, len, PCRE2_UTF | PCRE2_UCP, &code, &at, NULL) : NULL;
     free(widened);
     tok->word_md = tok->word_re ? pcre2_match_data_create_from_pattern(tok->word_re, NULL) : NULL;
-    if (!tok->word_md) { tok_err(err, errlen, "cannot compile the word-character regex"); return -1; }
+    if (!tok->word_md) { error_set(err, errlen, "cannot compile the word-character regex"); return -1; }
     return 0;
 }
 
 tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 {
     if (err && errlen) err[0] = 0;
-    if (!path) { tok_err(err, errlen, "tokenizer_load: no path"); return NULL; }
+    if (!path) { error_set(err, errlen, "tokenizer_load: no path"); return NULL; }
     struct stat st;
-    if (stat(path, &st) != 0) { tok_err(err, errlen, "%s: %s", path, strerror(errno)); return NULL; }
+    if (stat(path, &st) != 0) { error_set(err, errlen, "%s: %s", path, strerror(errno)); return NULL; }
     size_t plen = strlen(path);
     char *json_path = malloc(plen + 32), *config_path = malloc(plen + 40);
     tokenizer *tok = calloc(1, sizeof *tok);
     if (!json_path || !config_path || !tok) {
         free(json_path); free(config_path); free(tok);
-        tok_err(err, errlen, "out of memory");
+        error_set(err, errlen, "out of memory");
         return NULL;
     }
     tok->bos_id = tok->eos_id = -1;
@@ -496,7 +426,7 @@ tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
         snprintf(json_path, plen + 32, "%s/tokenizer.json", path);
         snprintf(config_path, plen + 40, "%s/tokenizer_config.json", path);
     } else {
-        memcpy(json_path, path, plen + 1);
+        snprintf(json_path, plen + 32, "%s%s", strcmp(path, "-") ? "" : "./", path); /* "-" is a file here, not stdin */
         const char *slash = strrchr(path, '/');
         if (slash) snprintf(config_path, plen + 40, "%.*s/tokenizer_config.json", (int)(slash - path), path);
         else snprintf(config_path, plen + 40, "tokenizer_config.json");

@@ -1,6 +1,6 @@
-/* UTF-8 validation and lossy repair with the "maximal subpart" rule (Unicode 3.9, table 3-7), the
- * rule Rust's String::from_utf8_lossy and WHATWG decoders share: a broken sequence is replaced by
- * one U+FFFD per maximal prefix of a well-formed sequence, or per single invalid byte. */
+/* UTF-8 validation and lossy repair. Repair follows the "maximal subpart" rule, because that is
+ * what the reference (Rust's String::from_utf8_lossy) does before it tokenizes: a broken sequence
+ * becomes one U+FFFD per longest prefix of a well-formed sequence, or per single invalid byte. */
 #include <stdlib.h>
 #include <string.h>
 #include "tokenizer/tokenizer_internal.h"

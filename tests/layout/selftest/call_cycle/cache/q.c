@@ -1,0 +1,1 @@
+int q(void) { return p(); }

@@ -1,0 +1,1 @@
+int back(void) { return fns_caller(); }

@@ -1,0 +1,1 @@
+int cb(void) { return 0; }

@@ -1,0 +1,1 @@
+int z(void) { return x(); }

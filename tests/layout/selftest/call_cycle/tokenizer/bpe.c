@@ -1,0 +1,2 @@
+int bpe(void) { return buf_push() + level(); }
+int buf_push(void) { return 0; }

@@ -1,0 +1,2 @@
+int level(void) { return 1; }
+int load(void) { return bpe() + utf(); }

@@ -1,0 +1,1 @@
+int utf(void) { return buf_push(); }

@@ -1,0 +1,2 @@
+#define C_MACRO(x) { x }
+int c(void);

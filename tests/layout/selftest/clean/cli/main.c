@@ -1,0 +1,3 @@
+#include "engine/e.h"
+#include "cli/cli.h"
+int main(void) { return e(); }

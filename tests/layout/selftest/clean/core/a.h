@@ -1,0 +1,2 @@
+#include "core/b.h"
+int a_get(int x);

@@ -1,0 +1,1 @@
+int b_get(int x);

@@ -1,0 +1,1 @@
+int backend_read(int fd);

@@ -1,0 +1,3 @@
+#include "speculate/s.h"
+#include "core/a.h"
+int s(void) { return a_get(2); }

@@ -1,0 +1,4 @@
+#ifndef A
+#define A
+#include "core/b.h"
+#endif

@@ -1,0 +1,4 @@
+#ifndef B
+#define B
+#include "core/a.h"
+#endif

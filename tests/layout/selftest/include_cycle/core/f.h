@@ -1,0 +1,2 @@
+#include "core/a.h"
+/* #include "core/f.h" is a comment */

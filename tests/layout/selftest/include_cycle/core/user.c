@@ -1,0 +1,2 @@
+#include "core/f.h"
+#include "core/c.h"

@@ -1,0 +1,2 @@
+#include "engine/e.h"
+#include "core/a.h"

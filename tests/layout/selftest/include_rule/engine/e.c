@@ -1,0 +1,2 @@
+#include "tests/helper.h"
+#include "core/missing.h"

@@ -1,0 +1,2 @@
+#include "cache/cache.h"
+#include "core/a.h"

@@ -1,0 +1,3 @@
+#include "core/text_file.h"
+#include "core/a.h"
+#include "io/io.h"

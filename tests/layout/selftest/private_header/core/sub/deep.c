@@ -1,0 +1,1 @@
+#include "core/core_internal.h"

@@ -1,0 +1,2 @@
+#include "io/io_backend.h"
+#include "io/io_internal.h"
