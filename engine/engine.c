@@ -43,29 +43,6 @@ const char *dsspec_default_model_dir(void)
     return path;
 }
 
-static const cache_policy_kind policy_kinds[] = {CACHE_POLICY_LRU, CACHE_POLICY_LFU, CACHE_POLICY_ARC};
-static const io_backend io_backends[] = {IO_BACKEND_AUTO, IO_BACKEND_URING, IO_BACKEND_PREAD};
-
-const char *dsspec_cache_policy_name(dsspec_cache_policy p) { return cache_policy_name(policy_kinds[p]); }
-
-int dsspec_cache_policy_parse(const char *s, dsspec_cache_policy *out)
-{
-    cache_policy_kind k;
-    if (cache_policy_parse(s, 0, &k)) return -1;
-    for (int i = 0; i < 3; i++)
-        if (policy_kinds[i] == k) *out = (dsspec_cache_policy)i;
-    return 0;
-}
-
-int dsspec_io_backend_parse(const char *s, dsspec_io_backend *out)
-{
-    io_backend b;
-    if (io_backend_parse(s, &b)) return -1;
-    for (int i = 0; i < 3; i++)
-        if (io_backends[i] == b) *out = (dsspec_io_backend)i;
-    return 0;
-}
-
 int dsspec_check_cpu_features(const char *name, char *err, size_t errlen)
 {
     cpu_path p;
@@ -124,14 +101,14 @@ static int open_model(dsspec *e, char *err, size_t errlen)
 static int open_expert_cache(dsspec *e, int *usage_error, char *err, size_t errlen)
 {
     const dsspec_options *o = &e->opt;
-    if (!(e->reader = expert_reader_create(e->ck, io_backends[o->io], o->queue_depth, err, errlen))) return -1;
+    if (!(e->reader = expert_reader_create(e->ck, engine_io_backend(o->io), o->queue_depth, err, errlen))) return -1;
     if (engine_plan_memory(e, expert_reader_slot_bytes(e->reader), err, errlen)) {
         if (usage_error) *usage_error = 1;
         return -1;
     }
     e->plan.io_backend = io_backend_name(expert_reader_backend(e->reader));
     e->plan.io_note = expert_reader_backend_note(e->reader);
-    e->cache = expert_cache_create(e->ck, e->reader, e->plan.slots, policy_kinds[o->policy], err, errlen);
+    e->cache = expert_cache_create(e->ck, e->reader, e->plan.slots, engine_policy_kind(o->policy), err, errlen);
     if (!e->cache) return -1;
     e->provider = expert_cache_provider(e->cache);
     return 0;

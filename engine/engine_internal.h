@@ -28,6 +28,10 @@ struct dsspec {
     expert_provider provider;    /* what the forward pass fetches experts through */
 };
 
+/* The modules' enums behind dsspec.h's (engine/names.c). */
+cache_policy_kind engine_policy_kind(dsspec_cache_policy p);
+io_backend engine_io_backend(dsspec_io_backend b);
+
 /* Divides the budget (engine/plan.c) and reserves the model's scratch arena; fills e->plan.
  * 0, or -1 with err when the budget or --cache-gib cannot be honoured. */
 int engine_plan_memory(dsspec *e, size_t slot_bytes, char *err, size_t errlen);
