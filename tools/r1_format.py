@@ -689,7 +689,7 @@ def build_transformers_model(cfg, w):
 
 class MTPReference:
     """Layer num_hidden_layers (transformers does not build it): a DeepseekV3DecoderLayer plus
-    enorm/hnorm/eh_proj/shared_head, as spec section 6 (vLLM/SGLang order: embedding FIRST)."""
+    enorm/hnorm/eh_proj/shared_head, in the order vLLM and SGLang use (embedding FIRST)."""
 
     def __init__(self, cfg, w, model):
         import torch

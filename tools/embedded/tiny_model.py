@@ -1,7 +1,7 @@
 """The trainable DeepSeek-V3 architecture used for models/dsspec-tiny.
 
 Plain torch modules that compute exactly what transformers' DeepseekV3ForCausalLM computes
-(spec sections 4 and 6), written so that they also run on the CPU-only torch 1.13 of the
+(the noaux_tc router and the MTP layer included), written so that they also run on the CPU-only torch 1.13 of the
 development machine (no scaled_dot_product_attention there, no float8 dtype).
 
 Traps this module takes care of:
