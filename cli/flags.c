@@ -54,6 +54,12 @@ static int store_value(const flag *f, const char *name, const char *v, char *err
     case FLAG_STRING:
     case FLAG_SWITCH_OR_VALUE: *(const char **)f->dst = v; return 0;
     case FLAG_CUSTOM: return f->parse(name, v, f->dst, err, errlen);
+    case FLAG_STRING_LIST: {
+        flag_strings *l = f->dst;
+        if (l->n == FLAG_LIST_MAX) { snprintf(err, errlen, "%s: at most %d are allowed", name, FLAG_LIST_MAX); return -1; }
+        l->v[l->n++] = v;
+        return 0;
+    }
     default: return 0;
     }
 }
