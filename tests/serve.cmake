@@ -15,3 +15,21 @@ if(TARGET dsspec)
                    node ${SERVE_DIR}/openai_client.js ${SERVE_NPM} $<TARGET_FILE:dsspec> test-key-4f1c9a)
   set_tests_properties(serve_openai_client PROPERTIES FIXTURES_REQUIRED serve_npm TIMEOUT 600)
 endif()
+
+if(TARGET dsspec)
+  add_test(NAME serve_curl
+           COMMAND sh ${SERVE_DIR}/with_server.sh $<TARGET_FILE:dsspec>
+                   "--api-key-file ${CMAKE_CURRENT_BINARY_DIR}/serve_api_key.txt --max-body 4K"
+                   sh ${SERVE_DIR}/curl.sh test-key-4f1c9a)
+  set_tests_properties(serve_curl PROPERTIES TIMEOUT 300)
+endif()
+
+if(TARGET dsspec)
+  add_test(NAME install_relocated COMMAND sh ${SERVE_DIR}/install.sh ${CMAKE_BINARY_DIR} $<TARGET_FILE:dsspec>)
+  set_tests_properties(install_relocated PROPERTIES TIMEOUT 300)
+endif()
+
+if(TARGET dsspec)
+  add_test(NAME cli_habits COMMAND sh ${SERVE_DIR}/cli_habits.sh $<TARGET_FILE:dsspec>)
+  set_tests_properties(cli_habits PROPERTIES TIMEOUT 300)
+endif()
