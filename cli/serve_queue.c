@@ -177,13 +177,17 @@ ssize_t serve_job_read(serve_job *j, size_t *sent, int *last_ahead, char *buf, s
         }
         if (j->done) { n = 0; break; }
         if (client_gone(client_fd)) { atomic_store(&j->cancelled, 1); n = -1; break; }
+        /* SSE comments: clients skip them; they go out whole or not yet */
+        char note[64] = "";
         int ahead = jobs_ahead(q, j);
-        if (ahead >= 0 && ahead != *last_ahead) {
-            n = snprintf(buf, max, ": queue position %d\n\n", ahead);
-            *last_ahead = ahead;
+        if (ahead >= 0 && ahead != *last_ahead) snprintf(note, sizeof note, ": queue position %d\n\n", ahead);
+        else if (now_seconds() - quiet_since > KEEPALIVE_SECONDS) snprintf(note, sizeof note, ": keep-alive\n\n");
+        if (note[0] && strlen(note) <= max) {
+            if (ahead >= 0) *last_ahead = ahead;
+            n = (ssize_t)strlen(note);
+            memcpy(buf, note, (size_t)n);
             break;
         }
-        if (now_seconds() - quiet_since > KEEPALIVE_SECONDS) { n = snprintf(buf, max, ": keep-alive\n\n"); break; }
         wait_changed(q, 200);
     }
     pthread_mutex_unlock(&q->mu);

@@ -144,7 +144,9 @@ typedef struct {
 } dsspec_prompt;
 
 /* Token ids of a prompt (malloc'd into *ids), checked against the vocabulary. Returns the count
- * (>= 0) or -1 with err. Needs the tokenizer. */
+ * (>= 0) or -1 with err. Needs the tokenizer. It and dsspec_check_ids read only the tokenizer and
+ * the model info, so a server may run them on its connection threads, one encode at a time, while
+ * dsspec_generate runs on another. */
 int dsspec_encode_prompt(dsspec *e, const dsspec_prompt *p, int **ids, char *err, size_t errlen);
 /* Checks ids supplied directly (every id inside the vocabulary). 0 or -1 with err. */
 int dsspec_check_ids(const dsspec *e, const int *ids, int n, char *err, size_t errlen);

@@ -96,7 +96,8 @@ async function chat() {
 
 async function completion(params, flags, what) {
     const prompt = params.prompt;
-    const want = dsspecRun(['-p', prompt, ...flags]).slice(prompt.length); // run echoes a plain prompt
+    const want = Array.isArray(prompt) ? dsspecRun(['--ids', prompt.join(','), ...flags])
+                                       : dsspecRun(['-p', prompt, ...flags]).slice(prompt.length); // run echoes a plain prompt
     const r = await client.completions.create({ model: 'dsspec-tiny', ...params });
     sent(200);
     addUsage(r.usage);
@@ -116,6 +117,7 @@ async function completion(params, flags, what) {
 
 async function completions() {
     const greedy = await completion({ prompt: 'def f(x):', max_tokens: 48, temperature: 0 }, ['-n', '48', '--temp', '0'], 'greedy');
+    await completion({ prompt: [0, 17, 42, 99], max_tokens: 24, temperature: 0 }, ['-n', '24', '--temp', '0'], 'greedy from ids');
     const full = greedy.choices[0].text;
     check(full.includes('import'), 'the greedy text must contain the stop string (else --stop is untested): ' + JSON.stringify(full));
     const stopped = await completion({ prompt: 'def f(x):', max_tokens: 48, temperature: 0, stop: ['import', 'zzz'] },
