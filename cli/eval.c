@@ -118,7 +118,7 @@ static int eval_with_engine(const eval_args *a, const int *ids, int T)
 
 int cli_eval(int argc, char **argv)
 {
-    eval_args a = {.threads = 1, .chunk = 64};
+    eval_args a = {.threads = dsspec_physical_cores(), .chunk = 64};
     const flag flags[] = {
         {FLAG_STRING, "-m|--model", "DIR", &a.dir, .help = "checkpoint directory (default: the embedded model)"},
         {FLAG_STRING, "--ids", "LIST", &a.ids, .help = "comma-separated token ids, e.g. 3,17,42"},
@@ -126,7 +126,7 @@ int cli_eval(int argc, char **argv)
         {FLAG_STRING, "--dump", "OUT", &a.out, .help = "directory to write logits.f32 and routes.json into (created)"},
         {FLAG_SWITCH, "--mtp", NULL, &a.mtp, .help = "also write mtp_logits.f32 (the MTP layer's logits per position)"},
         {FLAG_SWITCH, "--ppl", NULL, &a.ppl, .help = "print the perplexity of ids[1..] under the model on stdout (--dump is then optional)"},
-        {FLAG_INT, "-t|--threads", "N", &a.threads, 1, 1024, .help = "worker threads (default 1)"},
+        {FLAG_INT, "-t|--threads", "N", &a.threads, 1, 1024, .help = "worker threads (default: the physical cores)"},
         {FLAG_STRING, "--cpu-features", "P", &a.cpu, .help = "highest kernel path: scalar | avx2 | avx512 (default: best available)"},
         {FLAG_INT, "--chunk", "N", &a.chunk, 1, 1 << 20, .help = "rows per forward pass (default 64; results do not depend on it)"},
     };

@@ -54,6 +54,12 @@ static int store_value(const flag *f, const char *name, const char *v, char *err
     case FLAG_STRING:
     case FLAG_SWITCH_OR_VALUE: *(const char **)f->dst = v; return 0;
     case FLAG_CUSTOM: return f->parse(name, v, f->dst, err, errlen);
+    case FLAG_STRING_LIST: {
+        flag_strings *l = f->dst;
+        if (l->n == FLAG_LIST_MAX) { snprintf(err, errlen, "%s: at most %d are allowed", name, FLAG_LIST_MAX); return -1; }
+        l->v[l->n++] = v;
+        return 0;
+    }
     default: return 0;
     }
 }
@@ -78,6 +84,12 @@ static int parse_one(const flag *flags, int n, int argc, char **argv, int *i, ch
     if (!v) {
         if (*i + 1 >= argc) { snprintf(err, errlen, "%s needs a value", name); return -1; }
         v = argv[++*i];
+        /* `--chat -p TEXT`: the next word is one of this command's flags, not a value */
+        const char *veq = !strncmp(v, "--", 2) ? strchr(v, '=') : NULL;
+        if (v[0] == '-' && find_flag(flags, n, v, veq ? (size_t)(veq - v) : strlen(v))) {
+            snprintf(err, errlen, "%s needs a value, got the flag '%s'", name, v);
+            return -1;
+        }
     }
     return store_value(f, name, v, err, errlen);
 }

@@ -1,6 +1,6 @@
 /* The one flag parser every subcommand uses: a table of flags, parsed in one pass, with the help
  * text printed from the same table so the two never disagree. `--flag value` and `--flag=value`
- * both work. A usage error is one line naming the flag and what was expected. */
+ * both work for every flag of every subcommand. A usage error is one line naming the flag and what was expected. */
 #ifndef DSSPEC_CLI_FLAGS_H
 #define DSSPEC_CLI_FLAGS_H
 
@@ -16,7 +16,14 @@ typedef enum {
     FLAG_STRING,          /* the value itself into *(const char **)dst */
     FLAG_SWITCH_OR_VALUE, /* `--x` sets *given; `--x=V` stores V into *(const char **)dst */
     FLAG_CUSTOM,          /* parse(flag, value, dst, err, errlen) decides; 0 ok, -1 bad */
+    FLAG_STRING_LIST,     /* repeatable: each value appended to *(flag_strings *)dst */
 } flag_kind;
+
+enum { FLAG_LIST_MAX = 16 };
+typedef struct {
+    const char *v[FLAG_LIST_MAX];
+    int n;
+} flag_strings;
 
 typedef int (*flag_parse_fn)(const char *flag, const char *value, void *dst, char *err, size_t errlen);
 

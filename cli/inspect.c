@@ -18,7 +18,7 @@ int cli_inspect(int argc, char **argv)
              "tensors and bytes by dtype, by family and per layer, resident vs routed-expert bytes, and the\n"
              "routed-expert extents (contiguous, straddling two shards).\n"
              "Exit status: 0 valid, 1 integrity failure (one error line on stderr), 2 usage error.\n"
-             "Default model: %s\n", dsspec_default_model_dir());
+             "Default model: %s\n", dsspec_default_model_dir() ? dsspec_default_model_dir() : "(not found)");
     int rc = flags_parse("inspect", usage, flags, 1, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : rc;
     char err[1024];

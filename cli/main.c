@@ -17,6 +17,7 @@ static const struct {
     {"detokenize", cli_detokenize, "token ids -> text"},
     {"cache-sim", cli_cache_sim, "replay a routing trace through a cache policy (lru|lfu|arc|opt)"},
     {"report", cli_report, "render a --report JSON as text or a self-contained HTML page"},
+    {"serve", cli_serve, "OpenAI-compatible HTTP server with Prometheus /metrics (one warm model)"},
 };
 
 static void usage(FILE *out)
@@ -24,13 +25,16 @@ static void usage(FILE *out)
     fprintf(out, "usage: dsspec COMMAND [flags]   (dsspec COMMAND --help for its flags)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-11s %s\n", commands[i].name, commands[i].help);
-    fprintf(out, "\nWith no -m, dsspec uses the embedded model: %s\n", dsspec_default_model_dir());
+    const char *model = dsspec_default_model_dir();
+    fprintf(out, "\nWith no -m, dsspec uses the embedded model: %s\n", model ? model : "(not found; dsspec --version says where it looks)");
+    fprintf(out, "dsspec --version prints the version, git commit, kernel path and I/O backend.\n");
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 2) { usage(stderr); return 2; }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) { dsspec_version_print(stdout); return 0; }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].fn(argc - 1, argv + 1);

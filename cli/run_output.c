@@ -72,10 +72,14 @@ static void on_token(void *ctx, int token)
         r->cap_tokens = cap;
     }
     r->tokens[r->n_tokens++] = token;
-    if (!out->stream) return;
-    size_t len;
-    const char *text = tokenizer_stream_push(out->stream, token, &len);
-    if (text && len) { fwrite(text, 1, len, stdout); fflush(stdout); }
+}
+
+/* The engine's text: stop strings (--stop) are already cut out of it. */
+static void on_text(void *ctx, const char *text, size_t len)
+{
+    (void)ctx;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
 }
 
 static void write_telemetry_line(run_output *out, int generated)
@@ -145,6 +149,7 @@ void run_output_bind(run_output *out, dsspec_generate_params *g, volatile sig_at
 {
     out->stop = stop;
     g->on_token = on_token;
+    g->on_text = out->stream ? on_text : NULL;
     g->on_step = on_step;
     g->on_route = out->trace ? on_route : NULL;
     g->ctx = out;
@@ -162,6 +167,7 @@ static const char *stop_text(const run_result *r)
     case DSSPEC_STOP_EOS: return "EOS";
     case DSSPEC_STOP_CTX_FULL: return "context full";
     case DSSPEC_STOP_IO_ERROR: return "I/O error";
+    case DSSPEC_STOP_STRING: return "stop string";
     default: return "-n reached";
     }
 }
@@ -199,12 +205,7 @@ static void write_report(const run_output *out, dsspec *e)
 void run_output_finish(run_output *out, dsspec *e)
 {
     run_result *res = out->res;
-    if (out->stream) {
-        size_t len;
-        const char *tail = tokenizer_stream_flush(out->stream, &len);
-        if (tail && len) fwrite(tail, 1, len, stdout);
-        fputc('\n', stdout);
-    }
+    if (out->stream) fputc('\n', stdout);
     if (out->o->print_ids && !out->quiet_output) {
         for (int i = 0; i < res->n_tokens; i++) printf(i ? " %d" : "%d", res->tokens[i]);
         printf("\n");

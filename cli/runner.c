@@ -37,7 +37,9 @@ void run_options_defaults(run_options *o)
 
 const flag *run_flags(run_options *o, int *n)
 {
-    static flag f[48];
+    static flag f[56];
+    static char threads_help[96];
+    snprintf(threads_help, sizeof threads_help, "worker threads (default: the physical cores, %d here)", dsspec_physical_cores());
     dsspec_options *e = &o->engine;
     dsspec_generate_params *g = &o->gen;
     const flag table[] = {
@@ -46,14 +48,17 @@ const flag *run_flags(run_options *o, int *n)
         {FLAG_STRING, "-p|--prompt", "TEXT", &o->prompt_text, .help = "prompt text (encoded with BOS as tokenizer_config.json says)"},
         {FLAG_STRING, "-f|--file", "FILE", &o->prompt_file, .help = "prompt text from a file"},
         {FLAG_CUSTOM, "--ids", "LIST", &o->ids, .parse = flag_parse_id_list_check, .help = "prompt as comma-separated token ids (no tokenizer needed)"},
-        {FLAG_SWITCH_OR_VALUE, "--chat", "FILE", &o->messages_file, .given = &o->chat_wrap,
-         .help = "--chat wraps the -p/-f text as one user turn; --chat=FILE renders a JSON messages file (R1's chat template)"},
+        {FLAG_STRING, "--chat", "FILE", &o->messages_file, .help = "prompt from a JSON messages file [{role, content}...] (R1's chat template)"},
+        {FLAG_SWITCH, "--chat-wrap", NULL, &o->chat_wrap, .help = "wrap the -p/-f text as one user turn of R1's chat template"},
         {FLAG_SWITCH, "--no-bos", NULL, &o->no_bos, .help = "do not prepend BOS to -p/-f text"},
         {FLAG_SECTION, .help = "sampling"},
         {FLAG_INT, "-n|--n-predict", "N", &g->max_new, 0, 100000000, .help = "tokens to generate at most (default 128); stops earlier at EOS"},
         {FLAG_SWITCH, "--ignore-eos", NULL, &g->ignore_eos, .help = "keep generating past the end-of-sentence token"},
         {FLAG_DOUBLE, "--temp", "T", &g->temperature, 0, 100, .help = "temperature, 0 = greedy (default: generation_config.json, else 0.6)"},
         {FLAG_DOUBLE, "--top-p", "P", &g->top_p, 1e-9, 1, .help = "nucleus mass (default: generation_config.json, else 0.95)"},
+        {FLAG_INT, "--top-k", "K", &g->top_k, 0, 1 << 30, .help = "keep the K most probable tokens (default 0: all); applied before top-p"},
+        {FLAG_DOUBLE, "--min-p", "P", &g->min_p, 0, 1, .help = "drop tokens under P x the top token's probability (default 0: none)"},
+        {FLAG_STRING_LIST, "--stop", "TEXT", &o->stop, .help = "stop when the text contains TEXT (not printed; repeatable)"},
         {FLAG_CUSTOM, "--seed", "S", &g->seed, .parse = flag_parse_seed, .help = "random seed (default 42)"},
         {FLAG_SECTION, .help = "speculation and memory"},
         {FLAG_CUSTOM, "--mtp", "on|off", &e->mtp, .parse = flag_parse_on_off, .help = "draft with the checkpoint's MTP layer (default on when it has one)"},
@@ -63,15 +68,16 @@ const flag *run_flags(run_options *o, int *n)
         {FLAG_CUSTOM, "--prefetch", "on|off", &e->prefetch, .parse = flag_parse_on_off, .help = "router-lookahead prefetch of the next layer's experts (default on)"},
         {FLAG_STRING, "--io", "auto|uring|pread", &o->io, .help = "expert read backend (default auto: io_uring + O_DIRECT, else pread)"},
         {FLAG_INT, "--queue-depth", "N", &e->queue_depth, 1, 4096, .help = "expert reads in flight at most (default 16)"},
-        {FLAG_INT, "--ctx", "N", &e->ctx, 2, 1 << 24, .help = "context length in tokens, KV is sized for it (default 4096)"},
+        {FLAG_INT, "--ctx|-c|--ctx-size", "N", &e->ctx, 2, 1 << 24, .help = "context length in tokens, KV is sized for it (default 4096)"},
         {FLAG_STRING, "--kv-dtype", "f32|bf16", &o->kv_dtype, .help = "latent KV cache precision (default f32, exact; bf16 halves its memory)"},
         {FLAG_SECTION, .help = "compute"},
-        {FLAG_INT, "-t|--threads", "N", &e->threads, 1, 1024, .help = "worker threads (default 1)"},
+        {FLAG_INT, "-t|--threads", "N", &e->threads, 1, 1024, .help = threads_help},
         {FLAG_STRING, "--cpu-features", "P", &o->cpu, .help = "highest kernel path: scalar | avx2 | avx512 (default: best available)"},
         {FLAG_INT, "--prefill-chunk", "N", &e->prefill_chunk, 1, 1 << 16, .help = "prompt rows per prefill pass (default 64)"},
         {FLAG_SECTION, .help = "output and telemetry"},
         {FLAG_SWITCH, "--print-ids", NULL, &o->print_ids, .help = "print the generated ids on one line of stdout instead of text"},
         {FLAG_SWITCH, "--quiet", NULL, &o->quiet, .help = "no plan or summary on stderr"},
+        {FLAG_SWITCH, "-v|--verbose", NULL, &o->verbose, .help = "also print the prompt's token ids on stderr"},
         {FLAG_STRING, "--telemetry", "FILE", &o->telemetry_path, .help = "append one JSON line of counters every --telemetry-every tokens"},
         {FLAG_INT, "--telemetry-every", "N", &o->telemetry_every, 1, 1 << 30, .help = "(default 16)"},
         {FLAG_STRING, "--report", "FILE", &o->report_path, .help = "write the run's totals as JSON at exit (also after Ctrl-C)"},
@@ -95,7 +101,13 @@ int run_options_finish(run_options *o, const char *cmd)
     e->kv_bf16 = o->kv_dtype && !strcmp(o->kv_dtype, "bf16");
     if (o->cpu && dsspec_check_cpu_features(o->cpu, err, sizeof err)) return flags_usage_error(cmd, "%s", err);
     e->cpu_features = o->cpu;
-    if (o->messages_file) o->chat_wrap = 0; /* --chat=FILE: the file is the conversation */
+    if (o->messages_file && o->messages_file[0] == '-' && o->messages_file[1])
+        return flags_usage_error(cmd, "--chat FILE: got the flag '%s'; --chat-wrap wraps -p/-f text as one user turn", o->messages_file);
+    if (o->messages_file && o->chat_wrap) return flags_usage_error(cmd, "--chat FILE and --chat-wrap exclude each other");
+    o->gen.stop = o->stop.v;
+    o->gen.n_stop = o->stop.n;
+    for (int i = 0; i < o->stop.n; i++)
+        if (!o->stop.v[i][0]) return flags_usage_error(cmd, "--stop: expected a non-empty string");
     return 0;
 }
 
@@ -118,7 +130,7 @@ static int prompt_ids(const run_options *o, dsspec *e, int **ids, char *err, siz
     if (n < 0 && messages) {
         char inner[768];
         snprintf(inner, sizeof inner, "%s", err);
-        snprintf(err, errlen, "--chat=%s: %s", o->messages_file, inner);
+        snprintf(err, errlen, "--chat %s: %s", o->messages_file, inner);
     }
 done:
     free(file_text);
@@ -147,6 +159,13 @@ static int check_prompt_fits(const run_options *o, int n_prompt, char *err, size
     return 0;
 }
 
+static void print_prompt_ids(const int *ids, int n)
+{
+    fprintf(stderr, "dsspec: prompt of %d tokens:", n);
+    for (int i = 0; i < n; i++) fprintf(stderr, " %d", ids[i]);
+    fputc('\n', stderr);
+}
+
 static int generate_and_report(run_output *out, const run_options *o, dsspec *e, const int *prompt, int n_prompt,
                                run_result *res, char *err, size_t errlen)
 {
@@ -169,7 +188,7 @@ int run_once(const run_options *o, int quiet_output, run_result *res)
     struct sigaction old[N_STOP_SIGNALS];
     memset(res, 0, sizeof *res);
     if (!o->ids && !o->prompt_text && !o->prompt_file && !o->messages_file) {
-        fprintf(stderr, "dsspec: no prompt: give -p TEXT, -f FILE, --ids LIST or --chat=FILE\n");
+        fprintf(stderr, "dsspec: no prompt: give -p TEXT, -f FILE, --ids LIST or --chat FILE\n");
         return 2;
     }
     /* Every output is checked before the model loads: a bad path costs seconds, not a night. */
@@ -182,6 +201,7 @@ int run_once(const run_options *o, int quiet_output, run_result *res)
         res->plan = *dsspec_get_plan(e);
         res->plan.io_note = NULL; /* owned by the reader, gone after close */
         rc = (n_prompt = prompt_ids(o, e, &prompt, err, sizeof err)) < 0 || check_prompt_fits(o, n_prompt, err, sizeof err);
+        if (!rc && o->verbose) print_prompt_ids(prompt, n_prompt);
         if (!rc) rc = generate_and_report(&out, o, e, prompt, n_prompt, res, err, sizeof err);
     }
     if (rc && rc != DSSPEC_EXIT_SIGNAL && err[0]) fprintf(stderr, "dsspec: %s\n", err);

@@ -17,7 +17,8 @@ typedef struct {
     const char *prompt_text, *prompt_file, *ids, *messages_file;
     int chat_wrap, no_bos;
     const char *cpu, *kv_dtype, *policy, *io;
-    int print_ids, quiet;
+    int print_ids, quiet, verbose;
+    flag_strings stop;
     const char *telemetry_path, *report_path, *trace_out;
     int telemetry_every;
 } run_options;

@@ -37,8 +37,9 @@ static void print_token(const tokenizer *tok, int32_t id)
 
 static tokenizer *open_tokenizer(const char *model)
 {
-    char err[512];
-    tokenizer *tok = tokenizer_load(model ? model : dsspec_default_model_dir(), err, sizeof err);
+    char err[768];
+    tokenizer *tok = NULL;
+    if (dsspec_resolve_model_dir(model, &model, err, sizeof err) == 0) tok = tokenizer_load(model, err, sizeof err);
     if (!tok) fprintf(stderr, "dsspec: %s\n", err);
     return tok;
 }

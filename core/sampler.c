@@ -16,6 +16,12 @@ sampler *sampler_create(int n_vocab, double temperature, double top_p, uint64_t 
     return s;
 }
 
+void sampler_set_top_k_min_p(sampler *s, int top_k, double min_p)
+{
+    s->top_k = top_k > 0 ? top_k : 0;
+    s->min_p = min_p > 0 && min_p <= 1 ? min_p : 0;
+}
+
 void sampler_free(sampler *s)
 {
     if (!s) return;
@@ -50,6 +56,31 @@ static int by_prob_desc(const void *a, const void *b, void *probs)
     return i - j;
 }
 
+/* How many of the most probable tokens (s->order, sorted) survive top-k, then top-p over what
+ * top-k left (its mass renormalized, as transformers' warpers see it), then min-p. */
+static int kept_count(sampler *s)
+{
+    const float *p = s->probs;
+    int n = s->n;
+    for (int i = 0; i < n; i++) s->order[i] = i;
+    qsort_r(s->order, n, sizeof *s->order, by_prob_desc, s->probs);
+    int keep = s->top_k > 0 && s->top_k < n ? s->top_k : n;
+    if (s->top_p < 1.0) {
+        /* The most probable tokens until their mass reaches top_p (the one crossing it kept). */
+        double mass = keep < n ? 0 : 1.0;
+        for (int i = 0; keep < n && i < keep; i++) mass += p[s->order[i]];
+        double cum = 0;
+        int k = 0;
+        while (k < keep && cum < s->top_p * mass) cum += p[s->order[k++]];
+        keep = k;
+    }
+    if (s->min_p > 0) {
+        double floor = s->min_p * p[s->order[0]];
+        while (keep > 1 && p[s->order[keep - 1]] < floor) keep--;
+    }
+    return keep;
+}
+
 float *sampler_distribution(sampler *s, const float *logits)
 {
     int n = s->n;
@@ -62,16 +93,13 @@ float *sampler_distribution(sampler *s, const float *logits)
     double sum = 0;
     for (int i = 0; i < n; i++) { s->probs[i] = expf((float)((logits[i] - mx) / s->temperature)); sum += s->probs[i]; }
     for (int i = 0; i < n; i++) s->probs[i] = (float)(s->probs[i] / sum);
-    if (s->top_p >= 1.0) return s->probs;
-
-    /* Nucleus: the most probable tokens until their mass reaches top_p (the one crossing it kept). */
-    for (int i = 0; i < n; i++) s->order[i] = i;
-    qsort_r(s->order, n, sizeof *s->order, by_prob_desc, s->probs);
-    double cum = 0;
-    int keep = 0;
-    while (keep < n && cum < s->top_p) cum += s->probs[s->order[keep++]];
+    int filtered = s->top_p < 1.0 || (s->top_k > 0 && s->top_k < n) || s->min_p > 0;
+    if (!filtered) return s->probs;
+    int keep = kept_count(s);
+    double kept = 0;
+    for (int i = 0; i < keep; i++) kept += s->probs[s->order[i]];
     for (int i = keep; i < n; i++) s->probs[s->order[i]] = 0;
-    for (int i = 0; i < keep; i++) s->probs[s->order[i]] = (float)(s->probs[s->order[i]] / cum);
+    for (int i = 0; i < keep; i++) s->probs[s->order[i]] = (float)(s->probs[s->order[i]] / kept);
     return s->probs;
 }
 

@@ -52,7 +52,7 @@ typedef enum { DSSPEC_EXPERTS_CACHED = 0, DSSPEC_EXPERTS_DIRECT } dsspec_expert_
 
 typedef struct {
     const char *model_dir;       /* NULL: the embedded model (dsspec_default_model_dir) */
-    int threads;                 /* worker threads, >= 1 */
+    int threads;                 /* worker threads, >= 1 (default: the physical cores) */
     const char *cpu_features;    /* NULL: best kernel path; else "scalar" | "avx2" | "avx512" */
     int mtp;                     /* -1: on when the checkpoint has an MTP layer; 0 off; 1 on */
     int64_t mem_budget;          /* whole-process bytes; 0: 90% of physical RAM */
@@ -69,8 +69,21 @@ typedef struct {
 } dsspec_options;
 
 void dsspec_options_default(dsspec_options *o);
-/* The embedded model's directory (the checkpoint dsspec runs when none is named). */
+/* The embedded model's directory (the checkpoint dsspec runs when none is named), found relative to
+ * the executable: <exe>/../share/dsspec/models/dsspec-tiny (installed), <exe>/../models/dsspec-tiny
+ * (a build directory inside the source tree), then the source tree it was configured from. NULL
+ * when it is in none of them. */
 const char *dsspec_default_model_dir(void);
+/* *out = model_dir, or the embedded model's directory when model_dir is NULL. 0, or -1 with err
+ * naming every place it looked. */
+int dsspec_resolve_model_dir(const char *model_dir, const char **out, char *err, size_t errlen);
+/* Distinct physical cores this process may run on (hyperthreads not counted), >= 1. */
+int dsspec_physical_cores(void);
+/* The version, the git commit it was configured from ("unknown" outside a git checkout), and
+ * --version's report: those, the kernel path this CPU runs, and the I/O backend --io auto picks. */
+const char *dsspec_version(void);
+const char *dsspec_git_commit(void);
+void dsspec_version_print(FILE *out);
 const char *dsspec_cache_policy_name(dsspec_cache_policy p);
 int dsspec_cache_policy_parse(const char *s, dsspec_cache_policy *out); /* "lru" "lfu" "arc"; 0 ok */
 int dsspec_io_backend_parse(const char *s, dsspec_io_backend *out);     /* "auto" "uring" "pread" */
@@ -131,7 +144,9 @@ typedef struct {
 } dsspec_prompt;
 
 /* Token ids of a prompt (malloc'd into *ids), checked against the vocabulary. Returns the count
- * (>= 0) or -1 with err. Needs the tokenizer. */
+ * (>= 0) or -1 with err. Needs the tokenizer. It and dsspec_check_ids read only the tokenizer and
+ * the model info, so a server may run them on its connection threads, one encode at a time, while
+ * dsspec_generate runs on another. */
 int dsspec_encode_prompt(dsspec *e, const dsspec_prompt *p, int **ids, char *err, size_t errlen);
 /* Checks ids supplied directly (every id inside the vocabulary). 0 or -1 with err. */
 int dsspec_check_ids(const dsspec *e, const int *ids, int n, char *err, size_t errlen);
@@ -142,10 +157,19 @@ typedef struct {
     int max_new;                 /* tokens to generate at most */
     double temperature;          /* < 0: the model's default; 0: greedy */
     double top_p;                /* < 0: the model's default */
+    int top_k;                   /* keep the k most probable tokens; 0: all */
+    double min_p;                /* drop tokens under min_p x the most probable one's probability; 0: none */
     uint64_t seed;
     int ignore_eos;
+    /* Generation stops once the generated text contains one of these (non-empty) strings; on_text
+     * never delivers the stop string or anything after it. Needs the tokenizer. */
+    const char *const *stop;
+    int n_stop;
     /* Every generated token, in order. */
     void (*on_token)(void *ctx, int token);
+    /* The generated text (special tokens skipped, UTF-8 characters whole), in pieces; text that may
+     * begin a stop string is held back until it is known not to. Needs the tokenizer. */
+    void (*on_text)(void *ctx, const char *text, size_t len);
     /* After each main-model pass with the number generated so far; non-zero stops generation. */
     int (*on_step)(void *ctx, int generated);
     /* The main model's routing of every row it processes: experts ascending, k of them. */
@@ -156,9 +180,11 @@ typedef struct {
 void dsspec_generate_params_default(dsspec_generate_params *p);
 
 typedef enum {
-    DSSPEC_STOP_MAX_TOKENS = 0, DSSPEC_STOP_EOS, DSSPEC_STOP_CTX_FULL, DSSPEC_STOP_CALLBACK, DSSPEC_STOP_IO_ERROR
+    DSSPEC_STOP_MAX_TOKENS = 0, DSSPEC_STOP_EOS, DSSPEC_STOP_CTX_FULL, DSSPEC_STOP_CALLBACK, DSSPEC_STOP_IO_ERROR,
+    DSSPEC_STOP_STRING
 } dsspec_stop_reason;
-/* "max_tokens", "eos", "ctx_full", "callback", "io_error" (an expert read failed mid-run). */
+/* "max_tokens", "eos", "ctx_full", "callback", "io_error" (an expert read failed mid-run), "stop"
+ * (the text reached a stop string). */
 const char *dsspec_stop_reason_name(dsspec_stop_reason r);
 
 typedef struct {

@@ -1,21 +1,14 @@
 /* The wiring: checkpoint -> resident weights -> memory plan -> expert reader -> expert cache ->
  * scratch arena, in that order, because each step sizes the next (the plan needs the resident
  * weights' real size and the reader's slot size; the cache needs the plan's slot count). */
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "engine/engine_internal.h"
-
-#ifndef DSSPEC_SOURCE_DIR
-#define DSSPEC_SOURCE_DIR "."
-#endif
-#define DSSPEC_DEFAULT_MODEL_NAME "dsspec-tiny"
 
 void dsspec_options_default(dsspec_options *o)
 {
     memset(o, 0, sizeof *o);
-    o->threads = 1;
+    o->threads = dsspec_physical_cores();
     o->mtp = -1;
     o->policy = DSSPEC_POLICY_LFU;
     o->prefetch = 1;
@@ -24,23 +17,6 @@ void dsspec_options_default(dsspec_options *o)
     o->ctx = 4096;
     o->prefill_chunk = 64;
     o->load_tokenizer = 1;
-}
-
-const char *dsspec_default_model_dir(void)
-{
-    /* The model beside the source tree the binary was built from, else ../models from the binary. */
-    static char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/models/%s", DSSPEC_SOURCE_DIR, DSSPEC_DEFAULT_MODEL_NAME);
-    if (access(path, R_OK) == 0) return path;
-    char exe[PATH_MAX - 64];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = 0;
-        snprintf(path, sizeof path, "%s/../models/%s", exe, DSSPEC_DEFAULT_MODEL_NAME);
-    }
-    return path;
 }
 
 int dsspec_check_cpu_features(const char *name, char *err, size_t errlen)
@@ -120,7 +96,8 @@ dsspec *dsspec_open(const dsspec_options *o, int *usage_error, char *err, size_t
     dsspec *e = calloc(1, sizeof *e);
     if (!e) { error_set(err, errlen, "out of memory"); return NULL; }
     e->opt = *o;
-    if (!e->opt.model_dir) e->opt.model_dir = dsspec_default_model_dir();
+    if (dsspec_resolve_model_dir(o->model_dir, &e->opt.model_dir, err, errlen)) goto fail;
+    if (e->opt.threads < 1) e->opt.threads = 1;
     if (e->opt.prefill_chunk < 1) e->opt.prefill_chunk = 1;
     if (open_model(e, err, errlen)) goto fail;
     if (e->opt.experts == DSSPEC_EXPERTS_DIRECT) {

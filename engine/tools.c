@@ -5,8 +5,9 @@
 
 int dsspec_inspect(const char *model_dir, FILE *out, char *err, size_t errlen)
 {
-    checkpoint *ck = checkpoint_open(model_dir ? model_dir : dsspec_default_model_dir(), err, errlen);
-    if (!ck) return -1;
+    checkpoint *ck = NULL;
+    if (dsspec_resolve_model_dir(model_dir, &model_dir, err, errlen) || !(ck = checkpoint_open(model_dir, err, errlen)))
+        return -1;
     checkpoint_print_census(ck, out);
     checkpoint_close(ck);
     return 0;
