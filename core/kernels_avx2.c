@@ -1,7 +1,7 @@
-/* AVX2 + FMA + F16C path (the i7-8700K class: no AVX-512): 16 columns per step as two 8-float
- * halves, FP8 through vcvtph2ps (see kernels_internal.h). Only 16 ymm registers: two weight rows
- * at a time for batches of up to 2, one row at a time for larger batch groups. The row loops and
- * the batch and tile drivers are shared with the AVX-512 path: kernels_driver.h, included last. */
+/* AVX2 + FMA + F16C path (the i7-8700K class: no AVX-512): 8-column chunks, FP8 through vcvtph2ps
+ * (see kernels_internal.h). Only 16 ymm registers: streaming tiles of four weight rows, GEMM tiles
+ * of 4 decoded rows x 3 x rows. The row loops and the batch, panel and tile drivers are shared with
+ * the AVX-512 path: kernels_driver.h, included last. */
 #include <immintrin.h>
 #include <string.h>
 #include "core/kernels_internal.h"
@@ -10,10 +10,13 @@ typedef struct { __m256 lo, hi; } ps16;
 
 /* fp8 bytes -> fp16 bits (b & 0x80) << 8 | (b & 0x7F) << 7: sign-extending to 16 bits and shifting
  * left by 7 puts the sign in bit 15 and a copy of it in bit 14, which the mask clears. */
-/* vcvtph2ps from a register costs a port-5 shuffle uop besides its arithmetic uop, and port 5
- * already carries the byte->word widening: the memory form spreads the halves in the load unit
- * instead. The fp16 words therefore go through a 32-byte L1 buffer; the asm keeps the compiler
- * from forwarding that store back into register extracts. (+15% measured on the FP8 loop.) */
+/* Two ways to feed vcvtph2ps. FP8_CVT_MEM=1: the fp16 words go through a 32-byte L1 buffer and
+ * the memory form converts them (on Intel the register form costs a port-5 shuffle uop, and port 5
+ * already carries the byte->word widening; the asm keeps the compiler from forwarding the store
+ * back into register extracts). FP8_CVT_MEM=0 (default): register form with vextracti128. On the
+ * Zen 4 this was tuned on, the register form decodes 16 weights in ~3.3 cycles against ~4.5 for
+ * the buffer (one 256-bit store per cycle, and store forwarding into the upper half stalls):
+ * +30% on the nb=1 loop in L2. Both give the same bits, so this is a pure speed choice. */
 INLINE __m256 cvtph_ps_mem(const uint16_t *p)
 {
     __m256 r;
