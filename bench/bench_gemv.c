@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <immintrin.h>
 #include "core/kernels.h"
 
 typedef struct {
@@ -31,8 +32,16 @@ static const bench_shape r1_shapes[] = {
 };
 #define N_SHAPES (int)(sizeof r1_shapes / sizeof r1_shapes[0])
 
+/* The embedded test model's shapes (hidden 256): its prefill is these at nb = prompt rows. */
+static const bench_shape tiny_shapes[] = {
+    { "tiny expert gate/up (96x256)", DTYPE_F8_E4M3, 96, 256, 0, 0 },
+    { "tiny expert down (256x96)", DTYPE_F8_E4M3, 256, 96, 0, 0 },
+    { "tiny dense gate/up (768x256)", DTYPE_F8_E4M3, 768, 256, 0, 0 },
+};
+#define N_TINY (int)(sizeof tiny_shapes / sizeof tiny_shapes[0])
+
 typedef struct {
-    int threads, nb, include_scalar, shape_only, skip_lm_head;
+    int threads, nb, include_scalar, shape_only, skip_lm_head, tiny;
     double seconds;
     size_t read_bytes, weights_bytes;
     int path_only;  /* -1: every available path */
@@ -52,7 +61,9 @@ static void usage(FILE *f)
             "  --path NAME     scalar, avx2 or avx512 (default: every available SIMD path)\n"
             "  --scalar        also run the scalar path when no --path is given (slow)\n"
             "  --threads N     thread count of the multi-thread runs (default 2)\n"
-            "  --nb N          x rows per matvec, 1..4 (default 1; 2 is a speculative-decoding verify)\n"
+            "  --nb N          x rows per matvec, 1..256 (default 1; 2 is a speculative-decoding verify,\n"
+            "                  16 and 64 prefill: compare GFLOP/s with the FMA peak printed first)\n"
+            "  --tiny          the embedded model's shapes (hidden 256) instead of R1's\n"
             "  --seconds S     time per line and thread count (default 1.0; at least 45 slices)\n"
             "  --read-mib M    buffer of the read-bandwidth test (default 512; keep it above the LLC)\n"
             "  --weights-mib M buffer filled with copies of each matrix (default 1024, grown to fit\n"
@@ -86,6 +97,7 @@ static int parse_options(int argc, char **argv, bench_options *o)
         if (!strcmp(a, "--help")) { usage(stdout); exit(0); }
         else if (!strcmp(a, "--scalar")) o->include_scalar = 1;
         else if (!strcmp(a, "--no-lm-head")) o->skip_lm_head = 1;
+        else if (!strcmp(a, "--tiny")) o->tiny = 1;
         else if (!strcmp(a, "--path")) {
             cpu_path p;
             if (!v || cpu_path_parse(v, &p)) {
@@ -99,7 +111,7 @@ static int parse_options(int argc, char **argv, bench_options *o)
             o->path_only = (int)p;
             i++;
         } else if (!strcmp(a, "--threads")) { if (parse_int(a, v, 1, 1024, &o->threads)) return -1; i++; }
-        else if (!strcmp(a, "--nb")) { if (parse_int(a, v, 1, 4, &o->nb)) return -1; i++; }
+        else if (!strcmp(a, "--nb")) { if (parse_int(a, v, 1, 256, &o->nb)) return -1; i++; }
         else if (!strcmp(a, "--shape")) { if (parse_int(a, v, 0, N_SHAPES - 1, &o->shape_only)) return -1; i++; }
         else if (!strcmp(a, "--read-mib")) { if (parse_int(a, v, 32, 1 << 20, &n)) return -1; o->read_bytes = (size_t)n << 20; i++; }
         else if (!strcmp(a, "--weights-mib")) { if (parse_int(a, v, 1, 1 << 20, &n)) return -1; o->weights_bytes = (size_t)n << 20; i++; }
@@ -172,6 +184,72 @@ static double read_slice(thread_pool *pool, const unsigned char *buf, size_t byt
     volatile uint64_t sink = job.sums[0];
     (void)sink;
     return (double)window / t / 1e9;
+}
+
+/* ---- FMA peak ---- */
+
+/* Twelve independent fma chains per thread, the most this core's FMA units can retire: the roof
+ * for the compute-bound (large nb) lines. ymm and zmm forms both, the better one counts (on Zen 4
+ * they give the same flops; on Intel parts with two 512-bit units zmm gives twice as many). */
+#define FMA_ITERS 200000
+typedef struct { double gflops[64]; int zmm; } fma_job;
+
+__attribute__((target("avx2,fma"))) static double fma_loop_ymm(void)
+{
+    __m256 a[12], m = _mm256_set1_ps(0.999f), c = _mm256_set1_ps(1e-3f);
+    for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps((float)i);
+    double t0 = now_s();
+    for (int k = 0; k < FMA_ITERS; k++) {
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(a[i], m, c);
+    }
+    double t = now_s() - t0;
+    float s = 0;
+    for (int i = 0; i < 12; i++) s += _mm256_cvtss_f32(a[i]);
+    volatile float sink = s;
+    (void)sink;
+    return 12.0 * 16 * FMA_ITERS / t / 1e9;
+}
+
+__attribute__((target("avx512f"))) static double fma_loop_zmm(void)
+{
+    __m512 a[24], m = _mm512_set1_ps(0.999f), c = _mm512_set1_ps(1e-3f);
+    for (int i = 0; i < 24; i++) a[i] = _mm512_set1_ps((float)i);
+    double t0 = now_s();
+    for (int k = 0; k < FMA_ITERS / 2; k++) {
+#pragma GCC unroll 24
+        for (int i = 0; i < 24; i++) a[i] = _mm512_fmadd_ps(a[i], m, c);
+    }
+    double t = now_s() - t0;
+    float s = 0;
+    for (int i = 0; i < 24; i++) s += _mm512_cvtss_f32(a[i]);
+    volatile float sink = s;
+    (void)sink;
+    return 24.0 * 32 * (FMA_ITERS / 2) / t / 1e9;
+}
+
+static void fma_item(void *arg, int i)
+{
+    fma_job *j = arg;
+    j->gflops[i] = j->zmm ? fma_loop_zmm() : fma_loop_ymm();
+}
+
+/* Best over a few rounds of the summed per-thread rates (one item per thread of the pool). */
+static double fma_peak(thread_pool *pool, int threads)
+{
+    double best = 0;
+    for (int zmm = 0; zmm <= (cpu_path_available(CPU_PATH_AVX512) ? 1 : 0); zmm++) {
+        if (!zmm && !cpu_path_available(CPU_PATH_AVX2)) continue;
+        for (int round = 0; round < 40; round++) {
+            fma_job j = { { 0 }, zmm };
+            int n = threads < 64 ? threads : 64;
+            thread_pool_for(pool, n, fma_item, &j);
+            double sum = 0;
+            for (int i = 0; i < n; i++) sum += j.gflops[i];
+            if (sum > best) best = sum;
+        }
+    }
+    return best;
 }
 
 /* ---- gemv ---- */
@@ -280,6 +358,8 @@ static paired_rate measure_paired(const bench_run *run, const bench_shape *s, co
     return best;
 }
 
+static double peak1, peakn;  /* FMA GFLOP/s of 1 and --threads threads, measured before the shapes */
+
 static void bench_shape_on_paths(const bench_options *o, const bench_shape *s, unsigned char *weights,
                                  const unsigned char *read_buf, thread_pool *pool1, thread_pool *pooln)
 {
@@ -304,9 +384,12 @@ static void bench_shape_on_paths(const bench_options *o, const bench_shape *s, u
         kernels_init((cpu_path)p);
         paired_rate one = measure_paired(&run1, s, &proto, o->seconds);
         paired_rate all = measure_paired(&runn, s, &proto, o->seconds);
-        printf("%-28s %-7s 1T %6.2f GB/s (read %6.2f) %5.1f%% | %dT %6.2f GB/s (read %6.2f) %5.1f%%\n", s->name,
-               cpu_path_name((cpu_path)p), one.gemv, one.read, 100 * one.gemv / one.read, o->threads, all.gemv,
-               all.read, 100 * all.gemv / all.read);
+        /* GFLOP/s of the same best slices: 2 flops per weight per x row */
+        double fl = 2.0 * o->nb / (s->dtype == DTYPE_F8_E4M3 ? 1 : 2);
+        printf("%-28s %-7s 1T %6.2f GB/s (read %6.2f) %5.1f%% %7.1f GF/s %5.1f%% | %dT %6.2f GB/s (read %6.2f) %5.1f%% %7.1f GF/s %5.1f%%\n",
+               s->name, cpu_path_name((cpu_path)p), one.gemv, one.read, 100 * one.gemv / one.read, one.gemv * fl,
+               100 * one.gemv * fl / peak1, o->threads, all.gemv, all.read, 100 * all.gemv / all.read, all.gemv * fl,
+               100 * all.gemv * fl / peakn);
         fflush(stdout);
     }
     free(scale);
@@ -314,9 +397,17 @@ static void bench_shape_on_paths(const bench_options *o, const bench_shape *s, u
     free(y);
 }
 
+static const bench_shape *shape_list(const bench_options *o, int *n)
+{
+    *n = o->tiny ? N_TINY : N_SHAPES;
+    return o->tiny ? tiny_shapes : r1_shapes;
+}
+
 static int shape_selected(const bench_options *o, int i)
 {
-    return (o->shape_only < 0 || i == o->shape_only) && !(o->skip_lm_head && r1_shapes[i].dtype == DTYPE_BF16);
+    int n;
+    const bench_shape *sh = shape_list(o, &n);
+    return (o->shape_only < 0 || i == o->shape_only) && !(o->skip_lm_head && sh[i].dtype == DTYPE_BF16);
 }
 
 static unsigned char *alloc_touched(size_t bytes, const char *what)
@@ -335,8 +426,14 @@ int main(int argc, char **argv)
     bench_options o;
     if (parse_options(argc, argv, &o)) return 2;
     size_t need = o.weights_bytes;
-    for (int i = 0; i < N_SHAPES; i++)
-        if (shape_selected(&o, i) && matrix_bytes(&r1_shapes[i]) > need) need = matrix_bytes(&r1_shapes[i]);
+    int nshapes;
+    const bench_shape *shapes = shape_list(&o, &nshapes);
+    if (o.shape_only >= nshapes) {
+        fprintf(stderr, "bench_gemv: --shape %d: there are %d shapes\n", o.shape_only, nshapes);
+        return 2;
+    }
+    for (int i = 0; i < nshapes; i++)
+        if (shape_selected(&o, i) && matrix_bytes(&shapes[i]) > need) need = matrix_bytes(&shapes[i]);
     unsigned char *read_buf = alloc_touched(o.read_bytes, "read buffer (--read-mib)");
     unsigned char *weights = read_buf ? alloc_touched(need, "weight copies (--weights-mib, --no-lm-head)") : NULL;
     if (!weights) {
@@ -344,11 +441,17 @@ int main(int argc, char **argv)
         return 1;
     }
     thread_pool *pool1 = thread_pool_create(1), *pooln = thread_pool_create(o.threads);
+    peak1 = fma_peak(pool1, 1);
+    peakn = fma_peak(pooln, o.threads);
     printf("GB/s of weight bytes per matvec (nb = %d), and of a sequential sum over a %zu MiB buffer on the same\n"
-           "threads (best of 1/2/4 streams x prefetch 0/2/4 KiB); best slice of each, alternated for %.1f s per line\n",
-           o.nb, o.read_bytes >> 20, o.seconds);
-    for (int i = 0; i < N_SHAPES; i++)
-        if (shape_selected(&o, i)) bench_shape_on_paths(&o, &r1_shapes[i], weights, read_buf, pool1, pooln);
+           "threads (best of 1/2/4 streams x prefetch 0/2/4 KiB); best slice of each, alternated for %.1f s per line.\n"
+           "GF/s: the same slices' GFLOP/s (2 per weight per x row) and %% of the FMA peak: %.1f GFLOP/s on 1 thread,\n"
+           "%.1f on %d (independent fma chains, best of 40 rounds)\n",
+           o.nb, o.read_bytes >> 20, o.seconds, peak1, peakn, o.threads);
+    for (int i = 0; i < nshapes; i++)
+        if (shape_selected(&o, i)) bench_shape_on_paths(&o, &shapes[i], weights, read_buf, pool1, pooln);
+    double after1 = fma_peak(pool1, 1), aftern = fma_peak(pooln, o.threads);
+    printf("FMA peak again after the shapes: %.1f GFLOP/s on 1 thread, %.1f on %d\n", after1, aftern, o.threads);
     thread_pool_free(pool1);
     thread_pool_free(pooln);
     free(weights);

@@ -1,7 +1,7 @@
-/* AVX2 + FMA + F16C path (the i7-8700K class: no AVX-512): 16 columns per step as two 8-float
- * halves, FP8 through vcvtph2ps (see kernels_internal.h). Only 16 ymm registers: two weight rows
- * at a time for batches of up to 2, one row at a time for larger batch groups. The row loops and
- * the batch and tile drivers are shared with the AVX-512 path: kernels_driver.h, included last. */
+/* AVX2 + FMA + F16C path (the i7-8700K class: no AVX-512): 8-column chunks, FP8 through vcvtph2ps
+ * (see kernels_internal.h). Only 16 ymm registers: streaming tiles of four weight rows, GEMM tiles
+ * of 4 decoded rows x 3 x rows. The row loops and the batch, panel and tile drivers are shared with
+ * the AVX-512 path: kernels_driver.h, included last. */
 #include <immintrin.h>
 #include <string.h>
 #include "core/kernels_internal.h"
@@ -10,22 +10,32 @@ typedef struct { __m256 lo, hi; } ps16;
 
 /* fp8 bytes -> fp16 bits (b & 0x80) << 8 | (b & 0x7F) << 7: sign-extending to 16 bits and shifting
  * left by 7 puts the sign in bit 15 and a copy of it in bit 14, which the mask clears. */
-/* vcvtph2ps from a register costs a port-5 shuffle uop besides its arithmetic uop, and port 5
- * already carries the byte->word widening: the memory form spreads the halves in the load unit
- * instead. The fp16 words therefore go through a 32-byte L1 buffer; the asm keeps the compiler
- * from forwarding that store back into register extracts. (+15% measured on the FP8 loop.) */
+/* Two ways to feed vcvtph2ps. FP8_CVT_MEM=1: the fp16 words go through a 32-byte L1 buffer and
+ * the memory form converts them (on Intel the register form costs a port-5 shuffle uop, and port 5
+ * already carries the byte->word widening; the asm keeps the compiler from forwarding the store
+ * back into register extracts). FP8_CVT_MEM=0 (default): register form with vextracti128. On the
+ * Zen 4 this was tuned on, the register form decodes 16 weights in ~3.3 cycles against ~4.5 for
+ * the buffer (one 256-bit store per cycle, and store forwarding into the upper half stalls):
+ * +30% on the nb=1 loop in L2. Both give the same bits, so this is a pure speed choice. */
 INLINE __m256 cvtph_ps_mem(const uint16_t *p)
 {
     __m256 r;
     __asm__("vcvtph2ps %1, %0" : "=x"(r) : "m"(*(const __m128i *)p));
     return r;
 }
+#ifndef FP8_CVT_MEM
+#define FP8_CVT_MEM 0
+#endif
 INLINE ps16 fp8x16_to_ps(__m128i q)
 {
+    __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(q), 7), _mm256_set1_epi16((short)0xBFFF));
+#if FP8_CVT_MEM
     _Alignas(32) uint16_t stage[16];
-    __m256i h = _mm256_slli_epi16(_mm256_cvtepi8_epi16(q), 7);
-    _mm256_store_si256((__m256i *)stage, _mm256_and_si256(h, _mm256_set1_epi16((short)0xBFFF)));
+    _mm256_store_si256((__m256i *)stage, h);
     ps16 r = { cvtph_ps_mem(stage), cvtph_ps_mem(stage + 8) };
+#else
+    ps16 r = { _mm256_cvtph_ps(_mm256_castsi256_si128(h)), _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)) };
+#endif
     return r;
 }
 
@@ -80,74 +90,179 @@ INLINE float hsum256(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-/* The last n < 16 columns of a block from c, zero-padded, into the accumulators. */
-INLINE void tail_chunk(dtype_t dt, int NR, int NB, const void *const *wrow, int c, int n, const float *x, int ldx,
-                       ps16 acc[2][KERNEL_BATCH_GROUP])
+/* ---- matvec_range: the reduction of one (weight row, x row) pair ----
+ *
+ * Fixed for this path whatever the batch size, tile shape, column panel or row range: inside a
+ * 128-column block, 8-column chunks in ascending order accumulate into one 8-lane accumulator
+ * (lane = column mod 8; a last partial chunk has zero weights and zero x in its missing lanes);
+ * at the block's end the accumulator times the block scale is fma'd into an 8-lane running total
+ * (kept in memory between blocks, so column panels resume it exactly); after the last block hsum256
+ * sums the total. Both the streaming tile (weights decoded in registers) and the GEMM tile
+ * (weights decoded once into an L1 buffer) issue exactly these operations per pair. */
+#define VW 8
+#define TOT_LANES 8
+
+INLINE __m256 x_chunk(const float *x, int n)
 {
-    ps16 wv[2];
-#pragma GCC unroll 2
-    for (int i = 0; i < NR; i++) wv[i] = load_w_partial(dt, wrow[i], c, n);
+    if (n >= VW) return _mm256_loadu_ps(x);
+    __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_maskload_ps(x, m);
+}
+
+INLINE __m256 block_scale(dtype_t dt, const float *srow, int c0)
+{
+    return _mm256_set1_ps(dt == DTYPE_F8_E4M3 ? srow[c0 / KERNEL_BLOCK] * FP8_FP16_RESCALE : 1.0f);
+}
+
+INLINE void tot_update(float *t, __m256 acc, __m256 s)
+{
+    _mm256_storeu_ps(t, _mm256_fmadd_ps(acc, s, _mm256_loadu_ps(t)));
+}
+
+/* Streaming tile: NR (1..4) weight rows against NB (1..4) x rows, whole rows, the weights decoded
+ * 16 at a time in registers (two chunks, fma'd one after the other into the pair's accumulator)
+ * and prefetched ahead. st: [NR][NB][TOT_LANES] scratch. */
+INLINE void tile_stream(dtype_t dt, int NR, int NB, const matrix *w, int r, const float *x, int ldx, float *st,
+                        float *y, int ldy)
+{
+    const size_t esz = kernel_dtype_bytes(dt);
+    const int cols = w->cols;
+    const size_t row_bytes = (size_t)cols * esz;
+    const void *wrow[4];
+    const float *srow[4];
 #pragma GCC unroll 4
-    for (int b = 0; b < NB; b++) {
-        ps16 xv = load_x_partial(x + (size_t)b * ldx + c, n);
-#pragma GCC unroll 2
+    for (int i = 0; i < NR; i++) {
+        wrow[i] = (const char *)w->data + (size_t)(r + i) * row_bytes;
+        srow[i] = dt == DTYPE_F8_E4M3 ? kernel_scale_row(w, r + i) : NULL;
+    }
+    memset(st, 0, sizeof(float) * TOT_LANES * (size_t)(NR * NB));
+    for (int c0 = 0; c0 < cols; c0 += KERNEL_BLOCK) {
+        int cb = cols - c0 < KERNEL_BLOCK ? cols - c0 : KERNEL_BLOCK;
+        __m256 acc[4][4];
+#pragma GCC unroll 4
+        for (int i = 0; i < NR; i++)
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++) acc[i][b] = _mm256_setzero_ps();
+        int k = 0;
+        for (; k + 16 <= cb; k += 16) {
+            /* one prefetch per 64 bytes of each row */
+            if (((size_t)(c0 + k) * esz) % 64 == 0) {
+#pragma GCC unroll 4
+                for (int i = 0; i < NR; i++) prefetch_ahead(wrow[i], (size_t)(c0 + k) * esz, row_bytes, NR);
+            }
+            __m256 x0[4], x1[4];
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++) {
+                x0[b] = _mm256_loadu_ps(x + (size_t)b * ldx + c0 + k);
+                x1[b] = _mm256_loadu_ps(x + (size_t)b * ldx + c0 + k + 8);
+            }
+#pragma GCC unroll 4
+            for (int i = 0; i < NR; i++) {
+                ps16 wv = load_w(dt, wrow[i], c0 + k);
+#pragma GCC unroll 4
+                for (int b = 0; b < NB; b++) {
+                    acc[i][b] = _mm256_fmadd_ps(wv.lo, x0[b], acc[i][b]);
+                    acc[i][b] = _mm256_fmadd_ps(wv.hi, x1[b], acc[i][b]);
+                }
+            }
+        }
+        for (; k < cb; k += VW) {
+            int n = cb - k;
+#pragma GCC unroll 4
+            for (int i = 0; i < NR; i++) {
+                __m256 wv = load_w_partial(dt, wrow[i], c0 + k, n < VW ? n : VW).lo;
+#pragma GCC unroll 4
+                for (int b = 0; b < NB; b++)
+                    acc[i][b] = _mm256_fmadd_ps(wv, x_chunk(x + (size_t)b * ldx + c0 + k, n), acc[i][b]);
+            }
+        }
+#pragma GCC unroll 4
         for (int i = 0; i < NR; i++) {
-            acc[i][b].lo = _mm256_fmadd_ps(wv[i].lo, xv.lo, acc[i][b].lo);
-            acc[i][b].hi = _mm256_fmadd_ps(wv[i].hi, xv.hi, acc[i][b].hi);
+            __m256 s = block_scale(dt, srow[i], c0);
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++) tot_update(st + (size_t)(i * NB + b) * TOT_LANES, acc[i][b], s);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; i++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++) y[(size_t)b * ldy + i] = hsum256(_mm256_loadu_ps(st + (size_t)(i * NB + b) * TOT_LANES));
+}
+
+/* Rows r..r+nr, columns [c_beg, c_end) (whole blocks but the matrix's last) as floats into
+ * buf[i * ldb + (c - c_beg)] (FP8 still times 2^-8), each block's last partial chunk zero-padded. */
+INLINE void decode_rows(dtype_t dt, const matrix *w, int r, int nr, int c_beg, int c_end, float *buf, int ldb)
+{
+    for (int i = 0; i < nr; i++) {
+        const void *row = kernel_weight_row(w, r + i);
+        float *o = buf + (size_t)i * ldb - c_beg;
+        int c = c_beg;
+        for (; c + 16 <= c_end; c += 16) {
+            ps16 v = load_w(dt, row, c);
+            _mm256_store_ps(o + c, v.lo);
+            _mm256_store_ps(o + c + 8, v.hi);
+        }
+        if (c < c_end) {  /* the matrix's last block: c + 16 stays inside its 128-column slot */
+            ps16 v = load_w_partial(dt, row, c, c_end - c);
+            _mm256_store_ps(o + c, v.lo);
+            _mm256_store_ps(o + c + 8, v.hi);
         }
     }
 }
 
-/* Dot products of NR (1..2) weight rows with NB (1..4) x rows. Per (row, x) the sum runs over
- * 128-column blocks; inside a block the low and high 8 columns of each 16-column chunk have their
- * own accumulators, whose sum (times the block scale) goes into a running vector. */
-INLINE void dot_rows(dtype_t dt, int NR, int NB, const void *const *wrow, const float *const *srow,
-                     int cols, const float *x, int ldx, float out[2][KERNEL_BATCH_GROUP])
+/* GEMM tile: NR (1..4) decoded rows of buf against NB (1..3) x rows over the blocks [c_beg, c_end),
+ * resuming st[NR][NB][TOT_LANES] (zeroed when c_beg == 0), writing y when c_end == cols. */
+INLINE void tile_buf(dtype_t dt, int NR, int NB, const matrix *w, int r, const float *buf, int ldb, int c_beg,
+                     int c_end, const float *x, int ldx, float *st, float *y, int ldy)
 {
-    const size_t esz = kernel_dtype_bytes(dt);
-    __m256 tot[2][KERNEL_BATCH_GROUP];
-#pragma GCC unroll 2
-    for (int i = 0; i < NR; i++)
+    const int cols = w->cols;
+    const float *srow[4];
 #pragma GCC unroll 4
-        for (int b = 0; b < NB; b++) tot[i][b] = _mm256_setzero_ps();
-    for (int c0 = 0; c0 < cols; c0 += KERNEL_BLOCK) {
+    for (int i = 0; i < NR; i++) srow[i] = dt == DTYPE_F8_E4M3 ? kernel_scale_row(w, r + i) : NULL;
+    if (c_beg == 0) memset(st, 0, sizeof(float) * TOT_LANES * (size_t)(NR * NB));
+    for (int c0 = c_beg; c0 < c_end; c0 += KERNEL_BLOCK) {
         int cb = cols - c0 < KERNEL_BLOCK ? cols - c0 : KERNEL_BLOCK;
-        ps16 acc[2][KERNEL_BATCH_GROUP];
-#pragma GCC unroll 2
+        const float *wb = buf + (c0 - c_beg);
+        __m256 acc[4][6];
+#pragma GCC unroll 4
         for (int i = 0; i < NR; i++)
-#pragma GCC unroll 4
-            for (int b = 0; b < NB; b++) acc[i][b].lo = acc[i][b].hi = _mm256_setzero_ps();
+#pragma GCC unroll 3
+            for (int b = 0; b < NB; b++) acc[i][b] = _mm256_setzero_ps();
         int k = 0;
-        for (; k + 16 <= cb; k += 16) {
-            ps16 wv[2];
-#pragma GCC unroll 2
-            for (int i = 0; i < NR; i++) {
-                prefetch_ahead(wrow[i], (size_t)(c0 + k) * esz, (size_t)cols * esz, NR);
-                wv[i] = load_w(dt, wrow[i], c0 + k);
-            }
+        for (; k + VW <= cb; k += VW) {
+            __m256 wv[4];
 #pragma GCC unroll 4
+            for (int i = 0; i < NR; i++) wv[i] = _mm256_load_ps(wb + (size_t)i * ldb + k);
+#pragma GCC unroll 3
             for (int b = 0; b < NB; b++) {
-                ps16 xv = load_x(x + (size_t)b * ldx + c0 + k);
-#pragma GCC unroll 2
-                for (int i = 0; i < NR; i++) {
-                    acc[i][b].lo = _mm256_fmadd_ps(wv[i].lo, xv.lo, acc[i][b].lo);
-                    acc[i][b].hi = _mm256_fmadd_ps(wv[i].hi, xv.hi, acc[i][b].hi);
-                }
+                __m256 xv = _mm256_loadu_ps(x + (size_t)b * ldx + c0 + k);
+#pragma GCC unroll 4
+                for (int i = 0; i < NR; i++) acc[i][b] = _mm256_fmadd_ps(wv[i], xv, acc[i][b]);
             }
         }
-        if (k < cb) tail_chunk(dt, NR, NB, wrow, c0 + k, cb - k, x, ldx, acc);
-#pragma GCC unroll 2
-        for (int i = 0; i < NR; i++) {
-            __m256 s = _mm256_set1_ps(dt == DTYPE_F8_E4M3 ? srow[i][c0 / KERNEL_BLOCK] * FP8_FP16_RESCALE : 1.0f);
+        if (k < cb) {
+#pragma GCC unroll 3
+            for (int b = 0; b < NB; b++) {
+                __m256 xv = x_chunk(x + (size_t)b * ldx + c0 + k, cb - k);
 #pragma GCC unroll 4
-            for (int b = 0; b < NB; b++)
-                tot[i][b] = _mm256_fmadd_ps(_mm256_add_ps(acc[i][b].lo, acc[i][b].hi), s, tot[i][b]);
+                for (int i = 0; i < NR; i++)
+                    acc[i][b] = _mm256_fmadd_ps(_mm256_load_ps(wb + (size_t)i * ldb + k), xv, acc[i][b]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < NR; i++) {
+            __m256 s = block_scale(dt, srow[i], c0);
+#pragma GCC unroll 3
+            for (int b = 0; b < NB; b++) tot_update(st + (size_t)(i * NB + b) * TOT_LANES, acc[i][b], s);
         }
     }
-#pragma GCC unroll 2
-    for (int i = 0; i < NR; i++)
+    if (c_end == cols) {
 #pragma GCC unroll 4
-        for (int b = 0; b < NB; b++) out[i][b] = hsum256(tot[i][b]);
+        for (int i = 0; i < NR; i++)
+#pragma GCC unroll 3
+            for (int b = 0; b < NB; b++)
+                y[(size_t)b * ldy + i] = hsum256(_mm256_loadu_ps(st + (size_t)(i * NB + b) * TOT_LANES));
+    }
 }
 
 /* The transposed product, one tile of 16*TP columns x NB (1..4) batch rows held in registers while
@@ -208,10 +323,14 @@ INLINE void t_tile(dtype_t dt, int NB, int TP, const matrix *w, int r0, int r1, 
     }
 }
 
-/* Two weight rows per dot_rows call for batch groups of up to 2, one for 3 and 4, and t_tile
- * widths of 32 columns while the accumulators fit in the 16 ymm registers, 16 for groups of 3 and
- * 4. The driver defines matvec_range_avx2 and matvec_t_range_avx2 from these. */
+/* Streaming tiles of four weight rows for one or two x rows (the more rows in flight, the more
+ * independent accumulator chains behind the decode), two for three and four; GEMM tiles of four
+ * decoded rows by three x rows (12 accumulators, 4 weight vectors: 7 loads per 12 fmas). t_tile
+ * widths of 32 columns while the accumulators fit in the 16 ymm registers, 16 for groups of 3
+ * and 4. The driver defines matvec_range_avx2 and matvec_t_range_avx2 from these. */
 #define KERNEL_ISA avx2
-#define DOT_ROWS_PER_CALL(nb) ((nb) <= 2 ? 2 : 1)
+#define STREAM_ROWS(nb) ((nb) <= 2 ? 4 : 2)
+#define GEMM_ROWS 4
+#define GEMM_COLS 3
 #define T_TILE_VECTORS(nb) ((nb) <= 2 ? 2 : 1)
 #include "core/kernels_driver.h"

@@ -43,81 +43,187 @@ INLINE __m512 load_w_masked(dtype_t dt, const void *row, int c, __mmask16 m)
     return _mm512_maskz_loadu_ps(m, (const float *)row + c);
 }
 
-/* Up to 16 columns from c of NR rows and NB x rows into accumulator half par. */
-INLINE void tail_chunk(dtype_t dt, int NR, int NB, const void *const *wrow, int c, int n, const float *x, int ldx,
-                       __m512 acc[2][KERNEL_BATCH_GROUP][2], int par)
+/* ---- matvec_range: the reduction of one (weight row, x row) pair ----
+ *
+ * Fixed for this path whatever the batch size, tile shape, column panel or row range: inside a
+ * 128-column block, 16-column chunks in ascending order accumulate into one 16-lane accumulator
+ * (lane = column mod 16; a last partial chunk is masked to zero weights and zero x); at the
+ * block's end the accumulator times the block scale is fma'd into a 16-lane running total (kept in
+ * memory between blocks, so column panels resume it exactly); after the last block
+ * _mm512_reduce_add_ps sums the total. Both the streaming tile (weights decoded in registers) and
+ * the GEMM tile (weights decoded once into an L1 buffer) issue exactly these operations per pair. */
+#define VW 16
+#define TOT_LANES 16
+
+INLINE __mmask16 chunk_mask(int n) { return (__mmask16)(n >= 16 ? 0xFFFF : (1u << n) - 1); }
+
+INLINE __m512 block_scale(dtype_t dt, const float *srow, int c0)
 {
-    __mmask16 m = (__mmask16)((1u << (n < 16 ? n : 16)) - 1);
-    __m512 wt[2];
-#pragma GCC unroll 2
-    for (int i = 0; i < NR; i++) wt[i] = load_w_masked(dt, wrow[i], c, m);
-#pragma GCC unroll 4
-    for (int b = 0; b < NB; b++) {
-        __m512 xt = _mm512_maskz_loadu_ps(m, x + (size_t)b * ldx + c);
-#pragma GCC unroll 2
-        for (int i = 0; i < NR; i++) acc[i][b][par] = _mm512_fmadd_ps(wt[i], xt, acc[i][b][par]);
+    return _mm512_set1_ps(dt == DTYPE_F8_E4M3 ? srow[c0 / KERNEL_BLOCK] * FP8_FP16_RESCALE : 1.0f);
+}
+
+INLINE void tot_update(float *t, __m512 acc, __m512 s)
+{
+    _mm512_storeu_ps(t, _mm512_fmadd_ps(acc, s, _mm512_loadu_ps(t)));
+}
+
+/* 32 weights of a row from column c as two chunks. */
+INLINE void load_w32(dtype_t dt, const void *row, int c, __m512 *w0, __m512 *w1)
+{
+    if (dt == DTYPE_F8_E4M3) {
+        fp8x32_to_ps((const uint8_t *)row + c, w0, w1);
+    } else {
+        *w0 = load_w(dt, row, c);
+        *w1 = load_w(dt, row, c + 16);
     }
 }
 
-/* Dot products of NR (1..2) weight rows with NB (1..4) x rows. Per (row, x) the sum runs over
- * 128-column blocks; inside a block, even 16-column chunks go to one accumulator and odd ones to
- * another, the block sum (times its scale) goes into a running vector, reduced at the end. */
-INLINE void dot_rows(dtype_t dt, int NR, int NB, const void *const *wrow, const float *const *srow,
-                     int cols, const float *x, int ldx, float out[2][KERNEL_BATCH_GROUP])
+/* Streaming tile: NR (1..4) weight rows against NB (1..4) x rows, whole rows, the weights decoded
+ * 32 at a time in registers (two chunks, fma'd one after the other into the pair's accumulator)
+ * and prefetched ahead. st: [NR][NB][TOT_LANES] scratch. */
+INLINE void tile_stream(dtype_t dt, int NR, int NB, const matrix *w, int r, const float *x, int ldx, float *st,
+                        float *y, int ldy)
 {
     const size_t esz = kernel_dtype_bytes(dt);
-    __m512 tot[2][KERNEL_BATCH_GROUP];
-#pragma GCC unroll 2
-    for (int i = 0; i < NR; i++)
+    const int cols = w->cols;
+    const size_t row_bytes = (size_t)cols * esz;
+    const void *wrow[4];
+    const float *srow[4];
 #pragma GCC unroll 4
-        for (int b = 0; b < NB; b++) tot[i][b] = _mm512_setzero_ps();
+    for (int i = 0; i < NR; i++) {
+        wrow[i] = (const char *)w->data + (size_t)(r + i) * row_bytes;
+        srow[i] = dt == DTYPE_F8_E4M3 ? kernel_scale_row(w, r + i) : NULL;
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < NR * NB; j++) _mm512_storeu_ps(st + (size_t)j * TOT_LANES, _mm512_setzero_ps());
     for (int c0 = 0; c0 < cols; c0 += KERNEL_BLOCK) {
         int cb = cols - c0 < KERNEL_BLOCK ? cols - c0 : KERNEL_BLOCK;
-        __m512 acc[2][KERNEL_BATCH_GROUP][2];
-#pragma GCC unroll 2
+        __m512 acc[4][4];
+#pragma GCC unroll 4
         for (int i = 0; i < NR; i++)
 #pragma GCC unroll 4
-            for (int b = 0; b < NB; b++) acc[i][b][0] = acc[i][b][1] = _mm512_setzero_ps();
+            for (int b = 0; b < NB; b++) acc[i][b] = _mm512_setzero_ps();
         int k = 0;
         for (; k + 32 <= cb; k += 32) {
-            __m512 w0[2], w1[2];
-#pragma GCC unroll 2
-            for (int i = 0; i < NR; i++) {
-                prefetch_ahead(wrow[i], (size_t)(c0 + k) * esz, (size_t)cols * esz, NR);
-                if (dt == DTYPE_F8_E4M3) {
-                    fp8x32_to_ps((const uint8_t *)wrow[i] + c0 + k, &w0[i], &w1[i]);
-                } else {
-                    w0[i] = load_w(dt, wrow[i], c0 + k);
-                    w1[i] = load_w(dt, wrow[i], c0 + k + 16);
-                }
+            if (((size_t)(c0 + k) * esz) % 64 == 0) {
+#pragma GCC unroll 4
+                for (int i = 0; i < NR; i++) prefetch_ahead(wrow[i], (size_t)(c0 + k) * esz, row_bytes, NR);
+            }
+            if (esz == 4) {
+#pragma GCC unroll 4
+                for (int i = 0; i < NR; i++) prefetch_ahead(wrow[i], (size_t)(c0 + k) * esz + 64, row_bytes, NR);
             }
 #pragma GCC unroll 4
-            for (int b = 0; b < NB; b++) {
-                __m512 x0 = _mm512_loadu_ps(x + (size_t)b * ldx + c0 + k);
-                __m512 x1 = _mm512_loadu_ps(x + (size_t)b * ldx + c0 + k + 16);
-#pragma GCC unroll 2
-                for (int i = 0; i < NR; i++) {
-                    acc[i][b][0] = _mm512_fmadd_ps(w0[i], x0, acc[i][b][0]);
-                    acc[i][b][1] = _mm512_fmadd_ps(w1[i], x1, acc[i][b][1]);
+            for (int i = 0; i < NR; i++) {
+                __m512 w0, w1;
+                load_w32(dt, wrow[i], c0 + k, &w0, &w1);
+#pragma GCC unroll 4
+                for (int b = 0; b < NB; b++) {
+                    acc[i][b] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + (size_t)b * ldx + c0 + k), acc[i][b]);
+                    acc[i][b] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + (size_t)b * ldx + c0 + k + 16), acc[i][b]);
                 }
             }
         }
-        /* Block tail, under 32 columns: its first 16 go to the even accumulator, the rest to the
-         * odd one (constant indices keep the accumulators in registers). */
-        if (k < cb) tail_chunk(dt, NR, NB, wrow, c0 + k, cb - k, x, ldx, acc, 0);
-        if (k + 16 < cb) tail_chunk(dt, NR, NB, wrow, c0 + k + 16, cb - k - 16, x, ldx, acc, 1);
-#pragma GCC unroll 2
-        for (int i = 0; i < NR; i++) {
-            __m512 s = _mm512_set1_ps(dt == DTYPE_F8_E4M3 ? srow[i][c0 / KERNEL_BLOCK] * FP8_FP16_RESCALE : 1.0f);
+        for (; k < cb; k += VW) {
+            __mmask16 m = chunk_mask(cb - k);
 #pragma GCC unroll 4
-            for (int b = 0; b < NB; b++)
-                tot[i][b] = _mm512_fmadd_ps(_mm512_add_ps(acc[i][b][0], acc[i][b][1]), s, tot[i][b]);
+            for (int i = 0; i < NR; i++) {
+                __m512 wv = load_w_masked(dt, wrow[i], c0 + k, m);
+#pragma GCC unroll 4
+                for (int b = 0; b < NB; b++)
+                    acc[i][b] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + (size_t)b * ldx + c0 + k), acc[i][b]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < NR; i++) {
+            __m512 s = block_scale(dt, srow[i], c0);
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++) tot_update(st + (size_t)(i * NB + b) * TOT_LANES, acc[i][b], s);
         }
     }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int i = 0; i < NR; i++)
 #pragma GCC unroll 4
-        for (int b = 0; b < NB; b++) out[i][b] = _mm512_reduce_add_ps(tot[i][b]);
+        for (int b = 0; b < NB; b++)
+            y[(size_t)b * ldy + i] = _mm512_reduce_add_ps(_mm512_loadu_ps(st + (size_t)(i * NB + b) * TOT_LANES));
+}
+
+/* Rows r..r+nr, columns [c_beg, c_end) (whole blocks but the matrix's last) as floats into
+ * buf[i * ldb + (c - c_beg)] (FP8 still times 2^-8), each block's last partial chunk zero-padded. */
+INLINE void decode_rows(dtype_t dt, const matrix *w, int r, int nr, int c_beg, int c_end, float *buf, int ldb)
+{
+    for (int i = 0; i < nr; i++) {
+        const void *row = kernel_weight_row(w, r + i);
+        float *o = buf + (size_t)i * ldb - c_beg;
+        int c = c_beg;
+        for (; c + 32 <= c_end; c += 32) {
+            __m512 w0, w1;
+            load_w32(dt, row, c, &w0, &w1);
+            _mm512_store_ps(o + c, w0);
+            _mm512_store_ps(o + c + 16, w1);
+        }
+        for (; c < c_end; c += 16) _mm512_store_ps(o + c, load_w_masked(dt, row, c, chunk_mask(c_end - c)));
+    }
+}
+
+/* GEMM tile: NR (1..4) decoded rows of buf against NB (1..6) x rows over the blocks
+ * [c_beg, c_end), resuming st[NR][NB][TOT_LANES] (zeroed when c_beg == 0), writing y when
+ * c_end == cols. */
+INLINE void tile_buf(dtype_t dt, int NR, int NB, const matrix *w, int r, const float *buf, int ldb, int c_beg,
+                     int c_end, const float *x, int ldx, float *st, float *y, int ldy)
+{
+    const int cols = w->cols;
+    const float *srow[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; i++) srow[i] = dt == DTYPE_F8_E4M3 ? kernel_scale_row(w, r + i) : NULL;
+    if (c_beg == 0) {
+#pragma GCC unroll 24
+        for (int j = 0; j < NR * NB; j++) _mm512_storeu_ps(st + (size_t)j * TOT_LANES, _mm512_setzero_ps());
+    }
+    for (int c0 = c_beg; c0 < c_end; c0 += KERNEL_BLOCK) {
+        int cb = cols - c0 < KERNEL_BLOCK ? cols - c0 : KERNEL_BLOCK;
+        const float *wb = buf + (c0 - c_beg);
+        __m512 acc[4][6];
+#pragma GCC unroll 4
+        for (int i = 0; i < NR; i++)
+#pragma GCC unroll 6
+            for (int b = 0; b < NB; b++) acc[i][b] = _mm512_setzero_ps();
+        int k = 0;
+        for (; k + VW <= cb; k += VW) {
+            __m512 wv[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < NR; i++) wv[i] = _mm512_load_ps(wb + (size_t)i * ldb + k);
+#pragma GCC unroll 6
+            for (int b = 0; b < NB; b++) {
+                __m512 xv = _mm512_loadu_ps(x + (size_t)b * ldx + c0 + k);
+#pragma GCC unroll 4
+                for (int i = 0; i < NR; i++) acc[i][b] = _mm512_fmadd_ps(wv[i], xv, acc[i][b]);
+            }
+        }
+        if (k < cb) {
+            __mmask16 m = chunk_mask(cb - k);
+#pragma GCC unroll 6
+            for (int b = 0; b < NB; b++) {
+                __m512 xv = _mm512_maskz_loadu_ps(m, x + (size_t)b * ldx + c0 + k);
+#pragma GCC unroll 4
+                for (int i = 0; i < NR; i++)
+                    acc[i][b] = _mm512_fmadd_ps(_mm512_load_ps(wb + (size_t)i * ldb + k), xv, acc[i][b]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < NR; i++) {
+            __m512 s = block_scale(dt, srow[i], c0);
+#pragma GCC unroll 6
+            for (int b = 0; b < NB; b++) tot_update(st + (size_t)(i * NB + b) * TOT_LANES, acc[i][b], s);
+        }
+    }
+    if (c_end == cols) {
+#pragma GCC unroll 4
+        for (int i = 0; i < NR; i++)
+#pragma GCC unroll 6
+            for (int b = 0; b < NB; b++)
+                y[(size_t)b * ldy + i] = _mm512_reduce_add_ps(_mm512_loadu_ps(st + (size_t)(i * NB + b) * TOT_LANES));
+    }
 }
 
 /* The transposed product, one tile of 16*TV columns x NB (1..4) batch rows held in registers while
@@ -173,10 +279,13 @@ INLINE void t_tile(dtype_t dt, int NB, int TV, const matrix *w, int r0, int r1, 
         for (int v = 0; v < TV; v++) _mm512_mask_storeu_ps(y + (size_t)b * ldy + c0 + 16 * v, m[v], acc[b][v]);
 }
 
-/* Two weight rows per dot_rows call for every batch group (32 zmm registers), and t_tile widths of
- * 64 columns (whole cache lines of FP8) while the accumulators fit in registers, 32 for groups of
- * 3 and 4. The driver defines matvec_range_avx512 and matvec_t_range_avx512 from these. */
+/* Streaming tiles of four weight rows for batches of up to four x rows; GEMM tiles of four decoded
+ * rows by six x rows (24 accumulators + 4 weight vectors + 1 x vector of the 32 zmm registers);
+ * t_tile widths of 64 columns (whole cache lines of FP8) while the accumulators fit in registers,
+ * 32 for groups of 3 and 4. The driver defines matvec_range_avx512 and matvec_t_range_avx512. */
 #define KERNEL_ISA avx512
-#define DOT_ROWS_PER_CALL(nb) 2
+#define STREAM_ROWS(nb) 4
+#define GEMM_ROWS 4
+#define GEMM_COLS 6
 #define T_TILE_VECTORS(nb) ((nb) <= 2 ? 4 : 2)
 #include "core/kernels_driver.h"

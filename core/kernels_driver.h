@@ -1,22 +1,32 @@
-/* The ISA-independent half of a SIMD kernel path: the row loop and batch slicing of matvec_range,
- * the column tiling of matvec_t_range, and their per-(dtype, batch size) function tables.
+/* The ISA-independent half of a SIMD kernel path: the row, batch and column-panel loops of
+ * matvec_range, the column tiling of matvec_t_range, and their per-(dtype, tile shape) function
+ * tables.
  *
  * Why a header included by each ISA file, not a .c of its own: this code must be compiled once per
- * ISA, with that file's -m flags, so that the file's always_inline dot_rows and t_tile inline into
- * it (each table entry is one dtype and batch size, specialised at compile time). A separate .c
- * would have neither the vector ISA nor the inner loops to inline. So kernels_avx2.c and
- * kernels_avx512.c each include it last, after defining:
+ * ISA, with that file's -m flags, so that the file's always_inline tiles inline into it (each
+ * table entry is one dtype and tile shape, specialised at compile time). A separate .c would have
+ * neither the vector ISA nor the inner loops to inline. So kernels_avx2.c and kernels_avx512.c
+ * each include it last, after defining:
  *   KERNEL_ISA              the name suffix: the file then exports matvec_range_<KERNEL_ISA> and
  *                           matvec_t_range_<KERNEL_ISA> (declared in kernels_internal.h)
- *   DOT_ROWS_PER_CALL(nb)   weight rows (1 or 2) per dot_rows call for a batch group of nb
- *   T_TILE_VECTORS(nb)      16-column vectors per t_tile for a batch group of nb
- *   dot_rows(dt, NR, NB, wrow, srow, cols, x, ldx, out[2][KERNEL_BATCH_GROUP])
- *                           NR weight rows . NB x rows, cut at KERNEL_BLOCK columns
- *   t_tile(dt, NB, TV, w, r0, r1, c0, x, ldx, y, ldy)
+ *   VW, TOT_LANES           floats per chunk and per running total of one (weight row, x row) pair
+ *   STREAM_ROWS(nb)         weight rows per streaming tile for a batch of nb (1..KERNEL_STREAM_MAX)
+ *   GEMM_ROWS, GEMM_COLS    weight rows and x rows of the GEMM tile
+ *   tile_stream(dt, NR, NB, w, r, x, ldx, st, y, ldy)
+ *                           whole rows r..r+NR of W . NB x rows, weights decoded in registers
+ *   decode_rows(dt, w, r, nr, c_beg, c_end, buf, ldb)
+ *                           rows r..r+nr, columns [c_beg, c_end) as floats into buf
+ *   tile_buf(dt, NR, NB, w, r, buf, ldb, c_beg, c_end, x, ldx, st, y, ldy)
+ *                           the same product from decoded rows, over the column blocks
+ *                           [c_beg, c_end), resuming the running totals st (zeroed when c_beg == 0)
+ *                           and writing y[b * ldy + i] when c_end == cols
+ *   T_TILE_VECTORS(nb), t_tile(dt, NB, TV, w, r0, r1, c0, x, ldx, y, ldy)
  *                           y[.][c0 .. c0 + 16*TV) of the transposed product over rows r0..r1
- * Nothing here changes the reduction of an output element: that is all in dot_rows and t_tile. */
-#if !defined(KERNEL_ISA) || !defined(DOT_ROWS_PER_CALL) || !defined(T_TILE_VECTORS)
-#error "kernels_driver.h is included last by an ISA file, after KERNEL_ISA, DOT_ROWS_PER_CALL, T_TILE_VECTORS"
+ * Nothing here changes the reduction of an output element: that is all in the tiles, which issue
+ * the same operations per (weight row, x row) pair whatever NR, NB or the column panels. */
+#if !defined(KERNEL_ISA) || !defined(STREAM_ROWS) || !defined(GEMM_ROWS) || !defined(GEMM_COLS) || \
+    !defined(T_TILE_VECTORS) || !defined(TOT_LANES) || !defined(VW)
+#error "kernels_driver.h is included last by an ISA file, after the macros listed above"
 #endif
 
 #define KERNEL_ISA_PASTE(name, isa) name##_##isa
@@ -24,80 +34,120 @@
 
 /* ---- matvec_range ---- */
 
-/* Rows [r0, r1) against NB x rows, with the kernel inlined and per-row addressing hoisted (small
- * matrices, 96x256 experts and 256x96 expert downs, make hundreds of these calls per pass). */
-INLINE void range_rows(dtype_t dt, int NB, const matrix *w, int r0, int r1, const float *x, int ldx, float *y,
-                       int ldy)
+/* Batches of up to KERNEL_STREAM_MAX x rows (decode, speculative verify): the weights stream from
+ * memory once for all of them, STREAM_ROWS(NB) rows side by side, decoded in registers. Small
+ * matrices (96x256 experts, 256x96 downs) make hundreds of these calls per pass, so per-call work
+ * is kept out of the row loop. */
+INLINE void stream_rows(dtype_t dt, int NB, const matrix *w, int r0, int r1, const float *x, int ldx, float *y,
+                        int ldy)
 {
-    const int NR = DOT_ROWS_PER_CALL(NB);
+    const int NR = STREAM_ROWS(NB);
     const size_t row_bytes = (size_t)w->cols * kernel_dtype_bytes(dt);
-    const char *base = (const char *)w->data;
-    const int nsc = kernel_scale_cols(w->cols);
-    prefetch_range_start(base + (size_t)r0 * row_bytes, (size_t)(r1 - r0) * row_bytes);
-    for (int r = r0; r < r1; r += NR) {
-        const void *wrow[2] = { base + (size_t)r * row_bytes, base + (size_t)(r + 1) * row_bytes };
-        const float *srow[2] = { NULL, NULL };
-        if (dt == DTYPE_F8_E4M3) {
-            srow[0] = w->scale + (size_t)(r / KERNEL_BLOCK) * nsc;
-            srow[1] = w->scale + (size_t)((r + 1) / KERNEL_BLOCK) * nsc;
-        }
-        float out[2][KERNEL_BATCH_GROUP];
-        if (NR == 2 && r + 1 < r1) {
-            dot_rows(dt, 2, NB, wrow, srow, w->cols, x, ldx, out);
-#pragma GCC unroll 4
-            for (int b = 0; b < NB; b++) {
-                y[(size_t)b * ldy + (r - r0)] = out[0][b];
-                y[(size_t)b * ldy + (r - r0) + 1] = out[1][b];
+    _Alignas(64) float st[4 * KERNEL_STREAM_MAX * TOT_LANES];
+    prefetch_range_start((const char *)w->data + (size_t)r0 * row_bytes, (size_t)(r1 - r0) * row_bytes);
+    int r = r0;
+    for (; r + NR <= r1; r += NR) tile_stream(dt, NR, NB, w, r, x, ldx, st, y + (r - r0), ldy);
+    for (; r < r1; r++) tile_stream(dt, 1, NB, w, r, x, ldx, st, y + (r - r0), ldy);
+}
+
+typedef void (*stream_fn)(const matrix *w, int r0, int r1, const float *x, int ldx, float *y, int ldy);
+
+#define STREAM_VARIANT(name, dt, nb)                                                                     \
+    static void name(const matrix *w, int r0, int r1, const float *x, int ldx, float *y, int ldy)          \
+    {                                                                                                     \
+        stream_rows(dt, nb, w, r0, r1, x, ldx, y, ldy);                                                   \
+    }
+#define STREAM_DTYPE(tag, dt)                                                                             \
+    STREAM_VARIANT(tag##_1, dt, 1) STREAM_VARIANT(tag##_2, dt, 2) STREAM_VARIANT(tag##_3, dt, 3)          \
+    STREAM_VARIANT(tag##_4, dt, 4)                                                                        \
+    static const stream_fn tag##_table[KERNEL_STREAM_MAX] = { tag##_1, tag##_2, tag##_3, tag##_4 };
+
+STREAM_DTYPE(stream_f8, DTYPE_F8_E4M3)
+STREAM_DTYPE(stream_bf16, DTYPE_BF16)
+STREAM_DTYPE(stream_f32, DTYPE_F32)
+
+/* Larger batches (prefill): a GEMM. A slice of GEMM_SLICE_ROWS weight rows and a panel of
+ * GEMM_PANEL_COLS columns is decoded once into an L1 buffer (16 KiB), then every x row of a
+ * super-group of up to GEMM_SUPER x rows passes over it in tiles of GEMM_ROWS x GEMM_COLS, whose
+ * x panel (GEMM_COLS x 256 floats) stays in L1 while the slice's rows go by. The running totals of
+ * the super-group's pairs wait in st between panels. */
+enum { GEMM_SLICE_ROWS = 16, GEMM_PANEL_COLS = 2 * KERNEL_BLOCK, GEMM_SUPER = 8 * GEMM_COLS };
+
+typedef void (*gemm_fn)(const matrix *w, int r, const float *buf, int c_beg, int c_end, const float *x, int ldx,
+                        float *st, float *y, int ldy);
+typedef void (*decode_fn)(const matrix *w, int r, int nr, int c_beg, int c_end, float *buf);
+
+#define GEMM_VARIANT(name, dt, nr, nb)                                                                   \
+    static void name(const matrix *w, int r, const float *buf, int c_beg, int c_end, const float *x, int ldx, \
+                     float *st, float *y, int ldy)                                                        \
+    {                                                                                                     \
+        tile_buf(dt, nr, nb, w, r, buf, GEMM_PANEL_COLS, c_beg, c_end, x, ldx, st, y, ldy);               \
+    }
+#define GEMM_ROW_VARIANTS(tag, dt, nr)                                                                    \
+    GEMM_VARIANT(tag##_1, dt, nr, 1) GEMM_VARIANT(tag##_2, dt, nr, 2) GEMM_VARIANT(tag##_3, dt, nr, 3)     \
+    GEMM_VARIANT(tag##_4, dt, nr, 4) GEMM_VARIANT(tag##_5, dt, nr, 5) GEMM_VARIANT(tag##_6, dt, nr, 6)
+#define GEMM_DTYPE(tag, dt)                                                                               \
+    GEMM_ROW_VARIANTS(tag##_r4, dt, GEMM_ROWS) GEMM_ROW_VARIANTS(tag##_r1, dt, 1)                           \
+    static void tag##_decode(const matrix *w, int r, int nr, int c_beg, int c_end, float *buf)             \
+    {                                                                                                     \
+        decode_rows(dt, w, r, nr, c_beg, c_end, buf, GEMM_PANEL_COLS);                                    \
+    }                                                                                                     \
+    static const gemm_fn tag##_table[2][6] = {                                                           \
+        { tag##_r4_1, tag##_r4_2, tag##_r4_3, tag##_r4_4, tag##_r4_5, tag##_r4_6 },                       \
+        { tag##_r1_1, tag##_r1_2, tag##_r1_3, tag##_r1_4, tag##_r1_5, tag##_r1_6 } };
+
+GEMM_DTYPE(gemm_f8, DTYPE_F8_E4M3)
+GEMM_DTYPE(gemm_bf16, DTYPE_BF16)
+GEMM_DTYPE(gemm_f32, DTYPE_F32)
+
+static void gemm_range(const gemm_fn table[2][6], decode_fn decode, const matrix *w, int r0, int r1, const float *x,
+                       int ldx, int nb, float *y, int ldy)
+{
+    _Alignas(64) float buf[GEMM_SLICE_ROWS * GEMM_PANEL_COLS];
+    _Alignas(64) float st[GEMM_SLICE_ROWS * GEMM_SUPER * TOT_LANES];
+    const int cols = w->cols;
+    const size_t row_bytes = (size_t)cols * kernel_dtype_bytes(w->dtype);
+    for (int r = r0; r < r1; r += GEMM_SLICE_ROWS) {
+        int nr = r1 - r < GEMM_SLICE_ROWS ? r1 - r : GEMM_SLICE_ROWS;
+        /* the next slice's first bytes, while this one computes */
+        if (r + nr < r1) prefetch_range_start((const char *)w->data + (size_t)(r + nr) * row_bytes, row_bytes);
+        for (int s0 = 0; s0 < nb; s0 += GEMM_SUPER) {
+            int ns = nb - s0 < GEMM_SUPER ? nb - s0 : GEMM_SUPER;
+            for (int c = 0; c < cols; c += GEMM_PANEL_COLS) {
+                int ce = cols - c < GEMM_PANEL_COLS ? cols : c + GEMM_PANEL_COLS;
+                decode(w, r, nr, c, ce, buf);
+                for (int b0 = 0; b0 < ns; b0 += GEMM_COLS) {
+                    int g = ns - b0 < GEMM_COLS ? ns - b0 : GEMM_COLS;
+                    const float *xg = x + (size_t)(s0 + b0) * ldx;
+                    float *yg = y + (size_t)(s0 + b0) * ldy + (r - r0);
+                    float *sg = st + (size_t)b0 * GEMM_SLICE_ROWS * TOT_LANES;
+                    int i = 0;
+                    for (; i + GEMM_ROWS <= nr; i += GEMM_ROWS)
+                        table[0][g - 1](w, r + i, buf + (size_t)i * GEMM_PANEL_COLS, c, ce, xg, ldx,
+                                        sg + (size_t)i * g * TOT_LANES, yg + i, ldy);
+                    for (; i < nr; i++)
+                        table[1][g - 1](w, r + i, buf + (size_t)i * GEMM_PANEL_COLS, c, ce, xg, ldx,
+                                        sg + (size_t)i * g * TOT_LANES, yg + i, ldy);
+                }
             }
-        } else {
-            dot_rows(dt, 1, NB, wrow, srow, w->cols, x, ldx, out);
-#pragma GCC unroll 4
-            for (int b = 0; b < NB; b++) y[(size_t)b * ldy + (r - r0)] = out[0][b];
         }
     }
 }
 
-typedef void (*range_rows_fn)(const matrix *w, int r0, int r1, const float *x, int ldx, float *y, int ldy);
-
-#define RANGE_ROWS_VARIANT(name, dt, nb)                                                                 \
-    static void name(const matrix *w, int r0, int r1, const float *x, int ldx, float *y, int ldy)          \
-    {                                                                                                     \
-        range_rows(dt, nb, w, r0, r1, x, ldx, y, ldy);                                                    \
-    }
-#define RANGE_ROWS_DTYPE(tag, dt)                                                                         \
-    RANGE_ROWS_VARIANT(tag##_1, dt, 1) RANGE_ROWS_VARIANT(tag##_2, dt, 2)                                 \
-    RANGE_ROWS_VARIANT(tag##_3, dt, 3) RANGE_ROWS_VARIANT(tag##_4, dt, 4)                                 \
-    static const range_rows_fn tag##_table[KERNEL_BATCH_GROUP] = { tag##_1, tag##_2, tag##_3, tag##_4 };
-
-RANGE_ROWS_DTYPE(range_f8, DTYPE_F8_E4M3)
-RANGE_ROWS_DTYPE(range_bf16, DTYPE_BF16)
-RANGE_ROWS_DTYPE(range_f32, DTYPE_F32)
-
-/* Batches beyond one group (prefill) take a 16-row slice through every batch group before moving
- * on, so the slice's weights are read from memory once and then served from L1/L2. */
-enum { RANGE_SLICE_ROWS = 16 };
-
 void KERNEL_ISA_NAME(matvec_range, KERNEL_ISA)(const matrix *w, int r0, int r1, const float *x, int ldx, int nb,
                                                float *y, int ldy)
 {
-    const range_rows_fn *table;
+    const stream_fn *stream;
+    const gemm_fn(*gemm)[6];
+    decode_fn decode;
     switch (w->dtype) {
-    case DTYPE_F8_E4M3: table = range_f8_table; break;
-    case DTYPE_BF16: table = range_bf16_table; break;
-    case DTYPE_F32: table = range_f32_table; break;
+    case DTYPE_F8_E4M3: stream = stream_f8_table; gemm = gemm_f8_table; decode = gemm_f8_decode; break;
+    case DTYPE_BF16: stream = stream_bf16_table; gemm = gemm_bf16_table; decode = gemm_bf16_decode; break;
+    case DTYPE_F32: stream = stream_f32_table; gemm = gemm_f32_table; decode = gemm_f32_decode; break;
     default: kernels_unsupported_dtype(w->dtype, "matvec_range"); return;
     }
-    if (nb <= KERNEL_BATCH_GROUP) {
-        table[nb - 1](w, r0, r1, x, ldx, y, ldy);
-        return;
-    }
-    for (int r = r0; r < r1; r += RANGE_SLICE_ROWS) {
-        int re = r1 - r < RANGE_SLICE_ROWS ? r1 : r + RANGE_SLICE_ROWS;
-        for (int b0 = 0; b0 < nb; b0 += KERNEL_BATCH_GROUP) {
-            int nbg = nb - b0 < KERNEL_BATCH_GROUP ? nb - b0 : KERNEL_BATCH_GROUP;
-            table[nbg - 1](w, r, re, x + (size_t)b0 * ldx, ldx, y + (size_t)b0 * ldy + (r - r0), ldy);
-        }
-    }
+    if (nb <= KERNEL_STREAM_MAX) stream[nb - 1](w, r0, r1, x, ldx, y, ldy);
+    else gemm_range(gemm, decode, w, r0, r1, x, ldx, nb, y, ldy);
 }
 
 /* ---- matvec_t_range ---- */

@@ -9,9 +9,11 @@
 /* FP8 scales cover 128x128 blocks; the reductions are also cut at these column blocks for every
  * dtype, so that BF16/F32 rows share the structure (and the code) of FP8 rows. */
 #define KERNEL_BLOCK 128
-/* Batch rows handled together per pass over a weight row; larger batches loop over groups of this
- * size while the row is still in L1/L2. */
+/* Batch rows handled together by one matvec_t_range tile. */
 #define KERNEL_BATCH_GROUP 4
+/* matvec_range batches of up to this many x rows stream the weights once, decoded in registers
+ * (decode, speculative verify); larger ones (prefill) run as a GEMM over decoded weight panels. */
+#define KERNEL_STREAM_MAX 4
 
 /* The SIMD paths decode an FP8 byte b as the fp16 with bits (b & 0x80) << 8 | (b & 0x7F) << 7,
  * whose value is exactly fp8(b) * 2^-8 (subnormals included), so the block scale they multiply in

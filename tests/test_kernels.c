@@ -229,6 +229,7 @@ static void test_matvec_accuracy(void)
             for (int nb = 1; nb <= 6; nb++) {
                 int r0 = rng_int(0, rows - 1), r1 = rng_int(r0 + 1, rows);
                 check_matvec_range(&t, r0, r1, nb, dtype_tags[d]);
+                if (nb == 6) check_matvec_range(&t, r0, r1, 13, dtype_tags[d]);  /* the GEMM path */
                 check_matvec_t_range(&t, r0, r1, nb, dtype_tags[d]);
             }
             check_matvec_range(&t, 0, rows, 2, dtype_tags[d]);
@@ -350,6 +351,68 @@ static void test_invariance(void)
     for (int p = 0; p < 3; p++) thread_pool_free(pools[p]);
 }
 
+/* The GEMM (prefill) and streaming (decode, verify) paths against the one-row path, bit for bit:
+ * every batch size 1..70 over odd shapes (partial chunks, partial 128-column blocks, panels cut
+ * mid-matrix, row slices cut mid-tile) and odd row ranges, through matvec_range and the threaded
+ * matvec, with x rows that are not contiguous (ldx > cols) and y rows with their own stride. */
+static void test_batch_invariance_gemm(void)
+{
+    static const int gshapes[][2] = { { 37, 300 }, { 70, 1000 }, { 130, 129 }, { 16, 7 }, { 5, 256 }, { 21, 520 } };
+    thread_pool *pool = thread_pool_create(3);
+    for (int d = 0; d < 3; d++) {
+        for (size_t s = 0; s < sizeof gshapes / sizeof gshapes[0]; s++) {
+            int rows = gshapes[s][0], cols = gshapes[s][1];
+            test_matrix t = make_matrix(dtypes[d], rows, cols);
+            int maxb = 70, ldx = cols + 3;
+            float *x = random_vector((size_t)maxb * ldx);
+            /* a few exact zeros and large values: the sign of zero and padding lanes must agree too */
+            for (int i = 0; i < maxb * ldx; i += 97) x[i] = (i / 97) % 2 ? 0.0f : -0.0f;
+            float *one = malloc(sizeof(float) * (size_t)maxb * rows);
+            for (int b = 0; b < maxb; b++) matvec_range(&t.m, 0, rows, x + (size_t)b * ldx, ldx, 1, one + (size_t)b * rows, rows);
+            float *y = malloc(sizeof(float) * (size_t)maxb * (rows + 5));
+            for (int nb = 1; nb <= maxb; nb++) {
+                int r0 = nb % 3 == 0 ? 0 : rng_int(0, rows - 1), r1 = nb % 3 == 0 ? rows : rng_int(r0 + 1, rows);
+                int ldy = r1 - r0 + (nb % 5);
+                matvec_range(&t.m, r0, r1, x, ldx, nb, y, ldy);
+                int bad = 0;
+                for (int b = 0; b < nb && !bad; b++)
+                    bad = memcmp(y + (size_t)b * ldy, one + (size_t)b * rows + r0, sizeof(float) * (size_t)(r1 - r0)) != 0;
+                CHECK(!bad, "%s %s %dx%d: matvec_range rows [%d,%d) nb %d differs from nb 1", cpu_path_name(kernels_path()),
+                      dtype_tags[d], rows, cols, r0, r1, nb);
+                if (nb % 7 == 1 || nb >= 64) {
+                    /* matvec takes contiguous x rows */
+                    float *xc = malloc(sizeof(float) * (size_t)nb * cols);
+                    for (int b = 0; b < nb; b++) memcpy(xc + (size_t)b * cols, x + (size_t)b * ldx, sizeof(float) * cols);
+                    matvec(pool, &t.m, xc, nb, y);
+                    CHECK(memcmp(y, one, sizeof(float) * (size_t)nb * rows) == 0, "%s %s %dx%d: threaded matvec nb %d differs from nb 1",
+                          cpu_path_name(kernels_path()), dtype_tags[d], rows, cols, nb);
+                    free(xc);
+                }
+            }
+            free(x);
+            free(one);
+            free(y);
+            free_matrix(&t);
+        }
+    }
+    /* an R1-sized panel walk: 7168 columns (28 panels), 40 rows (slices of 16 cut), 65 x rows */
+    test_matrix t = make_matrix(DTYPE_F8_E4M3, 40, 7168);
+    int nb = 65;
+    float *x = random_vector((size_t)nb * 7168), *y = malloc(sizeof(float) * (size_t)nb * 40), *one = malloc(sizeof(float) * 40);
+    matvec(pool, &t.m, x, nb, y);
+    for (int b = 0; b < nb; b++) {
+        matvec_range(&t.m, 0, 40, x + (size_t)b * 7168, 7168, 1, one, 40);
+        CHECK(memcmp(one, y + (size_t)b * 40, sizeof(float) * 40) == 0, "%s F8 40x7168 nb 65: row %d differs from nb 1",
+              cpu_path_name(kernels_path()), b);
+    }
+    check_matvec_range(&t, 3, 37, 9, "F8 40x7168 gemm");
+    free(x);
+    free(y);
+    free(one);
+    free_matrix(&t);
+    thread_pool_free(pool);
+}
+
 static void test_path_names(void)
 {
     cpu_path p;
@@ -376,6 +439,7 @@ int main(void)
         test_bf16_patterns_in_kernels();
         test_matvec_accuracy();
         test_invariance();
+        test_batch_invariance_gemm();
         printf("path %s: %s\n", cpu_path_name((cpu_path)p), test_failures == before ? "ok" : "FAILED");
         tested++;
     }
