@@ -23,6 +23,6 @@ add_test(NAME engine_cli COMMAND test_cli $<TARGET_FILE:dsspec> ${CMAKE_SOURCE_D
          ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_r1 ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_b)
 
 add_executable(test_embedded ${CMAKE_SOURCE_DIR}/tests/engine/test_embedded.c)
-target_link_libraries(test_embedded PRIVATE engine_test_util dsspec_core)
+target_link_libraries(test_embedded PRIVATE engine_test_util dsspec_engine)
 add_test(NAME engine_embedded_model COMMAND test_embedded ${CMAKE_SOURCE_DIR}/models/dsspec-tiny
          ${CMAKE_SOURCE_DIR}/tools/embedded/heldout_ids.json ${CMAKE_SOURCE_DIR}/tools/embedded)
