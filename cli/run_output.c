@@ -58,6 +58,13 @@ void run_output_start(run_output *out, dsspec *e)
         if (o->prompt_text && !o->chat_wrap && !o->messages_file) { fputs(o->prompt_text, stdout); fflush(stdout); }
     }
     clock_gettime(CLOCK_MONOTONIC, &out->start);
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(out->res->started_at, sizeof out->res->started_at, "%Y-%m-%dT%H:%M:%S%z", &tm);
+    int mode = o->progress_on ? 1 : o->progress_off ? 0 : -1;
+    if (mode < 0 && o->quiet && !o->progress_label) mode = 0;
+    progress_init(&out->progress, stderr, mode, o->progress_every, o->progress_label, o->gen.max_new);
 }
 
 static void on_token(void *ctx, int token)
@@ -78,9 +85,8 @@ static void on_token(void *ctx, int token)
     if (text && len) { fwrite(text, 1, len, stdout); fflush(stdout); }
 }
 
-static void write_telemetry_line(run_output *out, int generated)
+static void write_telemetry_line(run_output *out, int generated, const dsspec_gen_stats *g)
 {
-    const dsspec_gen_stats *g = &out->res->gen;
     cJSON *line = cJSON_CreateObject();
     cJSON_AddNumberToObject(line, "elapsed_s", seconds_since(&out->start));
     cJSON_AddNumberToObject(line, "generated", generated);
@@ -105,9 +111,10 @@ static int on_step(void *ctx, int generated)
 {
     run_output *out = ctx;
     if (out->telemetry && generated - out->last_telemetry_at >= out->o->telemetry_every) {
-        write_telemetry_line(out, generated);
+        write_telemetry_line(out, generated, &out->live);
         out->last_telemetry_at = generated;
     }
+    progress_step(&out->progress, out->e, &out->live);
     double now = seconds_since(&out->start);
     if (out->o->report_path && now - out->last_report_at >= REPORT_REFRESH_SECONDS) {
         out->res->peak_rss = dsspec_peak_rss();
@@ -141,11 +148,20 @@ static void on_route(void *ctx, int layer, int row, const int *experts, int k)
     out->trace_rows[row] = NULL;
 }
 
+static int on_prefill(void *ctx, int done, int n)
+{
+    run_output *out = ctx;
+    progress_prefill(&out->progress, done, n);
+    return *out->stop != 0;
+}
+
 void run_output_bind(run_output *out, dsspec_generate_params *g, volatile sig_atomic_t *stop)
 {
     out->stop = stop;
     g->on_token = on_token;
     g->on_step = on_step;
+    g->on_prefill = on_prefill;
+    g->live = &out->live;
     g->on_route = out->trace ? on_route : NULL;
     g->ctx = out;
 }
@@ -199,6 +215,7 @@ static void write_report(const run_output *out, dsspec *e)
 void run_output_finish(run_output *out, dsspec *e)
 {
     run_result *res = out->res;
+    progress_end(&out->progress);
     if (out->stream) {
         size_t len;
         const char *tail = tokenizer_stream_flush(out->stream, &len);
@@ -211,7 +228,7 @@ void run_output_finish(run_output *out, dsspec *e)
     }
     fflush(stdout);
     res->peak_rss = dsspec_peak_rss();
-    if (out->telemetry) write_telemetry_line(out, res->gen.generated);
+    if (out->telemetry) write_telemetry_line(out, res->gen.generated, &res->gen);
     res->have_cache = dsspec_get_cache_counters(e, &res->cache) == 0;
     if (!out->o->quiet) {
         print_summary(res, stderr);

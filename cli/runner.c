@@ -33,11 +33,12 @@ void run_options_defaults(run_options *o)
     dsspec_options_default(&o->engine);
     dsspec_generate_params_default(&o->gen);
     o->telemetry_every = 16;
+    o->session_sync = 8;
 }
 
 const flag *run_flags(run_options *o, int *n)
 {
-    static flag f[48];
+    static flag f[64];
     dsspec_options *e = &o->engine;
     dsspec_generate_params *g = &o->gen;
     const flag table[] = {
@@ -76,6 +77,13 @@ const flag *run_flags(run_options *o, int *n)
         {FLAG_INT, "--telemetry-every", "N", &o->telemetry_every, 1, 1 << 30, .help = "(default 16)"},
         {FLAG_STRING, "--report", "FILE", &o->report_path, .help = "write the run's totals as JSON at exit (also after Ctrl-C)"},
         {FLAG_STRING, "--trace-out", "FILE", &o->trace_out, .help = "write the routing trace (one JSON line per processed row) for cache-sim"},
+        {FLAG_SWITCH, "--progress", NULL, &o->progress_on, .help = "live progress on stderr even when it is not a terminal (plain lines)"},
+        {FLAG_SWITCH, "--no-progress", NULL, &o->progress_off, .help = "no progress line (default: one redrawn line when stderr is a terminal)"},
+        {FLAG_DOUBLE, "--progress-every", "S", &o->progress_every, 0, 1e6, .help = "seconds between progress lines (default 0.5 on a terminal, 30 otherwise)"},
+        {FLAG_SECTION, .help = "overnight runs (sessions survive kill -9, the OOM killer and reboots)"},
+        {FLAG_STRING, "--session", "FILE", &o->session_path, .help = "record the run into FILE (must not exist) so that it can be resumed exactly"},
+        {FLAG_SWITCH, "--resume", NULL, &o->resume, .help = "continue --session FILE (same prompt and output-changing flags; -n may grow); a missing FILE starts it"},
+        {FLAG_INT, "--session-sync", "N", &o->session_sync, 0, 1 << 30, .help = "fsync the session every N tokens (default 8; 0: only at the end); prefill chunks always"},
     };
     *n = (int)(sizeof table / sizeof table[0]);
     memcpy(f, table, sizeof table);
@@ -96,6 +104,8 @@ int run_options_finish(run_options *o, const char *cmd)
     if (o->cpu && dsspec_check_cpu_features(o->cpu, err, sizeof err)) return flags_usage_error(cmd, "%s", err);
     e->cpu_features = o->cpu;
     if (o->messages_file) o->chat_wrap = 0; /* --chat=FILE: the file is the conversation */
+    if (o->resume && !o->session_path) return flags_usage_error(cmd, "--resume needs --session FILE");
+    if (o->progress_on && o->progress_off) return flags_usage_error(cmd, "--progress and --no-progress contradict each other");
     return 0;
 }
 
@@ -147,17 +157,30 @@ static int check_prompt_fits(const run_options *o, int n_prompt, char *err, size
     return 0;
 }
 
-static int generate_and_report(run_output *out, const run_options *o, dsspec *e, const int *prompt, int n_prompt,
-                               run_result *res, char *err, size_t errlen)
+static int generate_and_report(run_output *out, const run_options *o, dsspec *e, dsspec_session *session,
+                               const int *prompt, int n_prompt, run_result *res, char *err, size_t errlen)
 {
     run_output_start(out, e);
     dsspec_generate_params g = o->gen;
     run_output_bind(out, &g, &interrupted);
+    g.session = session;
     int gen_rc = interrupted ? 0 : dsspec_generate(e, prompt, n_prompt, &g, &res->gen, err, errlen);
     res->interrupted = interrupted;
+    if (gen_rc && res->n_tokens == 0) out->quiet_output = 1; /* refused before any token: the error line alone */
     run_output_finish(out, e);
     if (gen_rc) return 1;
     return interrupted ? DSSPEC_EXIT_SIGNAL : 0;
+}
+
+/* The session file, opened (and its records checked) before the model loads. */
+static int open_session(const run_options *o, dsspec_session **s, char *err, size_t errlen)
+{
+    *s = NULL;
+    if (!o->session_path) return 0;
+    char note[1200];
+    *s = dsspec_session_open(o->session_path, o->engine.model_dir, o->resume, o->session_sync, note, sizeof note, err, errlen);
+    if (*s && note[0]) fprintf(stderr, "dsspec: %s\n", note);
+    return *s ? 0 : -1;
 }
 
 int run_once(const run_options *o, int quiet_output, run_result *res)
@@ -165,6 +188,7 @@ int run_once(const run_options *o, int quiet_output, run_result *res)
     char err[1024] = "";
     int *prompt = NULL, n_prompt = 0, rc;
     dsspec *e = NULL;
+    dsspec_session *session = NULL;
     run_output out;
     struct sigaction old[N_STOP_SIGNALS];
     memset(res, 0, sizeof *res);
@@ -173,8 +197,9 @@ int run_once(const run_options *o, int quiet_output, run_result *res)
         return 2;
     }
     /* Every output is checked before the model loads: a bad path costs seconds, not a night. */
-    if (run_output_open(&out, o, quiet_output, res, err, sizeof err)) {
+    if (run_output_open(&out, o, quiet_output, res, err, sizeof err) || open_session(o, &session, err, sizeof err)) {
         fprintf(stderr, "dsspec: %s\n", err);
+        run_output_close(&out);
         return 1;
     }
     catch_stop_signals(old);
@@ -182,11 +207,12 @@ int run_once(const run_options *o, int quiet_output, run_result *res)
         res->plan = *dsspec_get_plan(e);
         res->plan.io_note = NULL; /* owned by the reader, gone after close */
         rc = (n_prompt = prompt_ids(o, e, &prompt, err, sizeof err)) < 0 || check_prompt_fits(o, n_prompt, err, sizeof err);
-        if (!rc) rc = generate_and_report(&out, o, e, prompt, n_prompt, res, err, sizeof err);
+        if (!rc) rc = generate_and_report(&out, o, e, session, prompt, n_prompt, res, err, sizeof err);
     }
     if (rc && rc != DSSPEC_EXIT_SIGNAL && err[0]) fprintf(stderr, "dsspec: %s\n", err);
     run_output_close(&out);
     free(prompt);
+    dsspec_session_close(session);
     dsspec_close(e);
     restore_signals(old);
     return rc;

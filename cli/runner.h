@@ -20,6 +20,13 @@ typedef struct {
     int print_ids, quiet;
     const char *telemetry_path, *report_path, *trace_out;
     int telemetry_every;
+    const char *session_path;     /* --session: resumable run */
+    int resume, session_sync;
+    int progress_on, progress_off;
+    double progress_every;        /* seconds; 0: 0.5 on a terminal, 30 otherwise */
+    const char *progress_label;   /* ab: which run this is */
+    int argc;                     /* the command line, for the report */
+    char **argv;
 } run_options;
 
 /* The flags of run (and ab) as a table for flags_parse; *n gets its length. The table points into o. */
@@ -38,6 +45,7 @@ typedef struct {
     dsspec_plan plan;
     uint64_t peak_rss;
     int interrupted;          /* the signal that stopped the run, 0 if none */
+    char started_at[40];      /* local time the run started, ISO 8601 */
 } run_result;
 
 /* quiet_output: print neither the generated text nor ids (ab). Returns the exit code: 0, 1 (runtime

@@ -20,7 +20,8 @@ const char *dsspec_stop_reason_name(dsspec_stop_reason r)
 
 double dsspec_decode_tokens_per_second(const dsspec_gen_stats *st)
 {
-    return st->decode_seconds > 0 ? (st->generated > 1 ? st->generated - 1 : 0) / st->decode_seconds : 0;
+    int computed = st->generated - st->restored_tokens - (st->restored_tokens ? 0 : 1);
+    return st->decode_seconds > 0 && computed > 0 ? computed / st->decode_seconds : 0;
 }
 
 static dsspec_stop_reason stop_reason(const gen_stats *g, int rc, int stopped_by_callback)
@@ -31,18 +32,86 @@ static dsspec_stop_reason stop_reason(const gen_stats *g, int rc, int stopped_by
     return stopped_by_callback ? DSSPEC_STOP_CALLBACK : DSSPEC_STOP_MAX_TOKENS;
 }
 
-/* The step hook remembers whether the caller asked to stop, so the stop reason is the truth. */
+/* Callbacks between the decode loop and the caller: the stop request is remembered so the stop
+ * reason is the truth, live counters are kept for p->live, and every token also goes into the
+ * session. */
 typedef struct {
     const dsspec_generate_params *p;
+    const gen_stats *gs;             /* the loop's counters, for p->live */
     int stopped;
 } step_relay;
 
 static int relay_step(void *ctx, int generated)
 {
     step_relay *r = ctx;
+    dsspec_gen_stats *live = r->p->live;
+    if (live) {
+        live->generated = generated;
+        live->main_passes = r->gs->main_passes;
+        live->drafts = r->gs->drafts;
+        live->accepted = r->gs->accepted;
+        live->prefill_seconds = r->gs->prefill_seconds;
+    }
     if (!r->p->on_step) return 0;
     r->stopped = r->p->on_step(r->p->ctx, generated) != 0;
     return r->stopped;
+}
+
+static int relay_prefill(void *ctx, int done, int n)
+{
+    step_relay *r = ctx;
+    if (!r->p->on_prefill) return 0;
+    r->stopped = r->p->on_prefill(r->p->ctx, done, n) != 0;
+    return r->stopped;
+}
+
+static void relay_token(void *ctx, int token)
+{
+    step_relay *r = ctx;
+    session_note_token(r->p->session, token);
+    if (r->p->on_token) r->p->on_token(r->p->ctx, token);
+}
+
+/* Binds the session and replays what it holds. 1: the session already holds the whole answer
+ * (st filled), 0: generate (g->resume set when there is a point to continue from), -1: error. */
+static int session_start(dsspec *e, const int *prompt, int n, const dsspec_generate_params *p, gen_options *g,
+                         sampler *smp, dsspec_gen_stats *st, char *err, size_t errlen)
+{
+    dsspec_session *s = p->session;
+    if (session_bind(s, e, prompt, n, g, st->temperature, st->top_p, p->seed, err, errlen)) return -1;
+    int count;
+    int done = session_replay(s, p->max_new, &count);
+    const int *ids;
+    dsspec_session_tokens(s, &ids);
+    for (int i = 0; i < count && p->on_token; i++) p->on_token(p->ctx, ids[i]);
+    st->generated = st->restored_tokens = count;
+    if (done >= 0) {
+        st->stopped_by = (dsspec_stop_reason)done;
+        st->restored_rows = n;
+        return 1;
+    }
+    const gen_checkpoint *r = session_resume_point(s);
+    if (r) {
+        g->resume = r;
+        smp->state = r->rng;
+        st->restored_rows = r->prefill_done;
+    }
+    g->on_checkpoint = session_on_checkpoint;
+    g->restore_kv = session_restore_kv;
+    g->checkpoint_ctx = s;
+    g->on_token = relay_token;
+    return 0;
+}
+
+static void fill_stats(dsspec_gen_stats *st, const gen_stats *gs, int rc, int stopped)
+{
+    st->generated = gs->generated;
+    st->main_passes = gs->main_passes;
+    st->drafts = gs->drafts;
+    st->accepted = gs->accepted;
+    st->prefill_seconds = gs->prefill_seconds;
+    st->decode_seconds = gs->decode_seconds;
+    st->stopped_by = stop_reason(gs, rc, stopped);
 }
 
 int dsspec_generate(dsspec *e, const int *prompt, int n, const dsspec_generate_params *p, dsspec_gen_stats *st,
@@ -52,27 +121,31 @@ int dsspec_generate(dsspec *e, const int *prompt, int n, const dsspec_generate_p
     st->prompt_tokens = n;
     st->temperature = p->temperature >= 0 ? p->temperature : e->info.default_temperature;
     st->top_p = p->top_p >= 0 ? p->top_p : e->info.default_top_p;
+    st->stopped_by = DSSPEC_STOP_IO_ERROR;
     int rows = e->opt.prefill_chunk > 2 ? e->opt.prefill_chunk : 2;
-    if (dsspec_check_ids(e, prompt, n, err, errlen) || model_reserve_scratch(e->m, rows, e->opt.ctx, err, errlen)) {
-        st->stopped_by = DSSPEC_STOP_IO_ERROR;
-        return -1;
-    }
+    if (dsspec_check_ids(e, prompt, n, err, errlen) || model_reserve_scratch(e->m, rows, e->opt.ctx, err, errlen)) return -1;
     sampler *smp = sampler_create(e->info.vocab_size, st->temperature, st->top_p, p->seed);
-    if (!smp) { error_set(err, errlen, "out of memory"); st->stopped_by = DSSPEC_STOP_IO_ERROR; return -1; }
-    step_relay relay = {p, 0};
+    if (!smp) { error_set(err, errlen, "out of memory"); return -1; }
+    gen_stats gs;
+    memset(&gs, 0, sizeof gs);
+    step_relay relay = {p, &gs, 0};
     gen_options g = {.mtp = e->opt.mtp, .max_new = p->max_new, .eos_id = p->ignore_eos ? -1 : e->info.eos_id,
                      .ctx = e->opt.ctx, .prefill_chunk = e->opt.prefill_chunk, .prefetch = e->opt.prefetch,
                      .kv_bf16 = e->opt.kv_bf16, .sampler = smp, .on_token = p->on_token, .token_ctx = p->ctx,
-                     .on_step = relay_step, .step_ctx = &relay, .on_route = p->on_route, .route_ctx = p->ctx};
-    gen_stats gs;
-    int rc = generate(e->m, &e->provider, prompt, n, &g, &gs, err, errlen);
+                     .on_step = relay_step, .step_ctx = &relay, .on_route = p->on_route, .route_ctx = p->ctx,
+                     .on_prefill = relay_prefill, .prefill_ctx = &relay};
+    int started = p->session ? session_start(e, prompt, n, p, &g, smp, st, err, errlen) : 0;
+    if (g.on_token == relay_token) g.token_ctx = &relay;
+    int rc = started < 0 ? -1 : 0;
+    if (started == 0) {
+        rc = generate(e->m, &e->provider, prompt, n, &g, &gs, err, errlen);
+        fill_stats(st, &gs, rc, relay.stopped);
+    }
+    /* The session's last record and fsync; its failure is the run's error unless one came first. */
+    if (p->session && started >= 0 && session_finish(p->session, st->stopped_by, rc ? NULL : err, rc ? 0 : errlen) && !rc) {
+        st->stopped_by = DSSPEC_STOP_IO_ERROR;
+        rc = -1;
+    }
     sampler_free(smp);
-    st->generated = gs.generated;
-    st->main_passes = gs.main_passes;
-    st->drafts = gs.drafts;
-    st->accepted = gs.accepted;
-    st->prefill_seconds = gs.prefill_seconds;
-    st->decode_seconds = gs.decode_seconds;
-    st->stopped_by = stop_reason(&gs, rc, relay.stopped);
     return rc ? -1 : 0;
 }

@@ -26,3 +26,8 @@ add_executable(test_embedded ${CMAKE_SOURCE_DIR}/tests/engine/test_embedded.c)
 target_link_libraries(test_embedded PRIVATE engine_test_util dsspec_core)
 add_test(NAME engine_embedded_model COMMAND test_embedded ${CMAKE_SOURCE_DIR}/models/dsspec-tiny
          ${CMAKE_SOURCE_DIR}/tools/embedded/heldout_ids.json ${CMAKE_SOURCE_DIR}/tools/embedded)
+
+# Sessions: SIGKILLed runs resume to exactly the uninterrupted output; damaged files; refusals.
+add_executable(test_session ${CMAKE_SOURCE_DIR}/tests/engine/test_session.c)
+add_test(NAME engine_session COMMAND test_session $<TARGET_FILE:dsspec> ${CMAKE_SOURCE_DIR}/models/dsspec-tiny
+         ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_r1)
