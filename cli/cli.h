@@ -11,5 +11,6 @@ int cli_tokenize(int argc, char **argv);   /* text -> ids */
 int cli_detokenize(int argc, char **argv); /* ids -> text */
 int cli_cache_sim(int argc, char **argv);  /* replay a routing trace */
 int cli_report(int argc, char **argv);     /* render a report */
+int cli_batch(int argc, char **argv);      /* many prompts, one process, restartable */
 
 #endif

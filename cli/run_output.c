@@ -166,14 +166,14 @@ void run_output_bind(run_output *out, dsspec_generate_params *g, volatile sig_at
     g->ctx = out;
 }
 
-static const char *signal_name(int sig)
+const char *run_signal_name(int sig)
 {
     return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "signal";
 }
 
 static const char *stop_text(const run_result *r)
 {
-    if (r->interrupted) return signal_name(r->interrupted);
+    if (r->interrupted) return run_signal_name(r->interrupted);
     switch (r->gen.stopped_by) {
     case DSSPEC_STOP_EOS: return "EOS";
     case DSSPEC_STOP_CTX_FULL: return "context full";
@@ -255,7 +255,7 @@ cJSON *run_report_json(const run_options *o, const run_result *r, dsspec *e)
     cJSON_AddNumberToObject(j, "prompt_tokens", g->prompt_tokens);
     cJSON_AddNumberToObject(j, "generated", g->generated);
     cJSON_AddStringToObject(j, "stopped_by", r->interrupted ? "signal" : dsspec_stop_reason_name(g->stopped_by));
-    if (r->interrupted) cJSON_AddStringToObject(j, "signal", signal_name(r->interrupted));
+    if (r->interrupted) cJSON_AddStringToObject(j, "signal", run_signal_name(r->interrupted));
     cJSON_AddNumberToObject(j, "prefill_seconds", g->prefill_seconds);
     cJSON_AddNumberToObject(j, "decode_seconds", g->decode_seconds);
     cJSON_AddNumberToObject(j, "prefill_tokens_per_s", g->prefill_seconds > 0 ? g->prompt_tokens / g->prefill_seconds : 0);

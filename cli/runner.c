@@ -9,20 +9,20 @@
 static volatile sig_atomic_t interrupted;
 static void on_stop_signal(int sig) { interrupted = sig; }
 static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
-enum { N_STOP_SIGNALS = sizeof stop_signals / sizeof stop_signals[0] };
 
 /* From the model's loading on, SIGINT/SIGTERM/SIGHUP stop generation cleanly: what was generated is
  * printed and reported. SA_RESETHAND makes a second signal kill at once. */
-static void catch_stop_signals(struct sigaction *old)
+volatile sig_atomic_t *run_catch_stop_signals(struct sigaction *old)
 {
     struct sigaction sa = {0};
     sa.sa_handler = on_stop_signal;
     sa.sa_flags = SA_RESETHAND;
     interrupted = 0;
     for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &sa, &old[i]);
+    return &interrupted;
 }
 
-static void restore_signals(const struct sigaction *old)
+void run_restore_signals(const struct sigaction *old)
 {
     for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &old[i], NULL);
 }
@@ -202,7 +202,7 @@ int run_once(const run_options *o, int quiet_output, run_result *res)
         run_output_close(&out);
         return 1;
     }
-    catch_stop_signals(old);
+    run_catch_stop_signals(old);
     if ((rc = open_engine(o, quiet_output, &e, err, sizeof err)) == 0) {
         res->plan = *dsspec_get_plan(e);
         res->plan.io_note = NULL; /* owned by the reader, gone after close */
@@ -214,7 +214,7 @@ int run_once(const run_options *o, int quiet_output, run_result *res)
     free(prompt);
     dsspec_session_close(session);
     dsspec_close(e);
-    restore_signals(old);
+    run_restore_signals(old);
     return rc;
 }
 

@@ -3,6 +3,7 @@
 #ifndef DSSPEC_CLI_RUNNER_H
 #define DSSPEC_CLI_RUNNER_H
 
+#include <signal.h>
 #include <stdio.h>
 #include "cli/flags.h"
 #include "engine/dsspec.h"
@@ -52,6 +53,14 @@ typedef struct {
  * error), 2 (usage) or DSSPEC_EXIT_SIGNAL. */
 int run_once(const run_options *o, int quiet_output, run_result *res);
 void run_result_free(run_result *r);
+
+/* SIGINT, SIGTERM and SIGHUP set the returned flag (to the signal) instead of killing; a second
+ * one kills. old gets the previous handlers (N_STOP_SIGNALS of them) for run_restore_signals. */
+enum { N_STOP_SIGNALS = 3 };
+volatile sig_atomic_t *run_catch_stop_signals(struct sigaction *old);
+void run_restore_signals(const struct sigaction *old);
+/* "SIGINT", "SIGTERM", "SIGHUP" */
+const char *run_signal_name(int sig);
 
 /* The report JSON of a run (run_output.c); caller owns it. */
 struct cJSON;

@@ -31,3 +31,8 @@ add_test(NAME engine_embedded_model COMMAND test_embedded ${CMAKE_SOURCE_DIR}/mo
 add_executable(test_session ${CMAKE_SOURCE_DIR}/tests/engine/test_session.c)
 add_test(NAME engine_session COMMAND test_session $<TARGET_FILE:dsspec> ${CMAKE_SOURCE_DIR}/models/dsspec-tiny
          ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_r1)
+
+# Job files: batch results equal separate runs; kill -9 and a torn line, then restart.
+add_executable(test_batch ${CMAKE_SOURCE_DIR}/tests/engine/test_batch.c)
+target_link_libraries(test_batch PRIVATE PkgConfig::CJSON)
+add_test(NAME engine_batch COMMAND test_batch $<TARGET_FILE:dsspec> ${CMAKE_SOURCE_DIR}/models/dsspec-tiny)
