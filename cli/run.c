@@ -14,6 +14,8 @@ int cli_run(int argc, char **argv)
                          flags, n, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : rc;
     if ((rc = run_options_finish(&o, "run"))) return rc;
+    o.argc = argc;
+    o.argv = argv;
     run_result res;
     rc = run_once(&o, 0, &res);
     run_result_free(&res);

@@ -246,11 +246,104 @@ void run_output_close(run_output *out)
     tokenizer_stream_free(out->stream);
 }
 
+#ifndef DSSPEC_VERSION
+#define DSSPEC_VERSION "unknown"
+#endif
+
+/* At most max bytes of s, cut back to a UTF-8 character boundary. */
+static size_t utf8_cut(const char *s, size_t len, size_t max)
+{
+    if (len <= max) return len;
+    while (max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80) max--;
+    return max;
+}
+
+/* The head and tail of a long text joined by " [...] ", whole short ones as they are. */
+static void add_excerpt(cJSON *j, const char *key, const char *text, size_t len)
+{
+    enum { EDGE = 400 };
+    if (len <= 2 * EDGE + 20) {
+        char *copy = strndup(text, len);
+        cJSON_AddStringToObject(j, key, copy ? copy : "");
+        free(copy);
+        return;
+    }
+    size_t head = utf8_cut(text, len, EDGE), start = len - EDGE;
+    while (start < len && ((unsigned char)text[start] & 0xC0) == 0x80) start++;
+    char *buf = malloc(head + (len - start) + 16);
+    if (!buf) return;
+    sprintf(buf, "%.*s [...] %s", (int)head, text, text + start);
+    cJSON_AddStringToObject(j, key, buf);
+    free(buf);
+}
+
+static void add_prompt_excerpt(cJSON *j, const run_options *o)
+{
+    char err[256];
+    if (o->prompt_text) add_excerpt(j, "prompt_excerpt", o->prompt_text, strlen(o->prompt_text));
+    else if (o->ids) add_excerpt(j, "prompt_excerpt", o->ids, strlen(o->ids));
+    else if (o->prompt_file && strcmp(o->prompt_file, "-")) {
+        size_t len;
+        char *text = dsspec_read_file(o->prompt_file, &len, err, sizeof err);
+        if (text) add_excerpt(j, "prompt_excerpt", text, len);
+        free(text);
+    } else if (o->messages_file) {
+        char *text = dsspec_read_file(o->messages_file, NULL, err, sizeof err);
+        if (text) add_excerpt(j, "prompt_excerpt", text, strlen(text));
+        free(text);
+    }
+}
+
+static void add_output_excerpt(cJSON *j, const run_result *r, dsspec *e)
+{
+    tokenizer *tok = dsspec_get_tokenizer(e);
+    size_t len = 0;
+    char *text = tok ? tokenizer_decode(tok, r->tokens, (size_t)r->n_tokens, 1, &len) : NULL;
+    if (text) add_excerpt(j, "output_excerpt", text, len);
+    free(text);
+}
+
+void run_command_line(const run_options *o, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "dsspec");
+    for (int i = 0; i < o->argc && k + 4 < n; i++) {
+        const char *a = o->argv[i];
+        int plain = a[0] && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=.,/:+@%") == strlen(a);
+        k += (size_t)snprintf(buf + k, n - k, plain ? " %s" : " '", a);
+        for (const char *p = a; !plain && *p && k + 6 < n; p++) /* ' inside single quotes: '\'' */
+            k += (size_t)snprintf(buf + k, n - k, *p == '\'' ? "'\\''" : "%c", *p);
+        if (!plain && k + 2 < n) k += (size_t)snprintf(buf + k, n - k, "'");
+    }
+}
+
+static void add_run_metadata(cJSON *j, const run_options *o, const run_result *r, dsspec *e)
+{
+    char line[8192];
+    run_command_line(o, line, sizeof line);
+    cJSON_AddStringToObject(j, "version", DSSPEC_VERSION);
+    cJSON_AddStringToObject(j, "started_at", r->started_at);
+    cJSON_AddStringToObject(j, "command_line", line);
+    cJSON_AddNumberToObject(j, "model_layers", dsspec_get_model_info(e)->n_layers);
+    cJSON *s = cJSON_AddObjectToObject(j, "sampling");
+    cJSON_AddNumberToObject(s, "temperature", r->gen.temperature);
+    cJSON_AddNumberToObject(s, "top_p", r->gen.top_p);
+    cJSON_AddNumberToObject(s, "seed", (double)o->gen.seed);
+    cJSON_AddNumberToObject(s, "n_predict", o->gen.max_new);
+    cJSON_AddBoolToObject(s, "ignore_eos", o->gen.ignore_eos);
+    cJSON_AddNumberToObject(j, "threads", o->engine.threads > 0 ? o->engine.threads : 1);
+    if (o->telemetry_path) cJSON_AddStringToObject(j, "telemetry", o->telemetry_path);
+    if (o->session_path) cJSON_AddStringToObject(j, "session", o->session_path);
+    cJSON_AddNumberToObject(j, "restored_tokens", r->gen.restored_tokens);
+    add_prompt_excerpt(j, o);
+    add_output_excerpt(j, r, e);
+}
+
 cJSON *run_report_json(const run_options *o, const run_result *r, dsspec *e)
 {
     const dsspec_gen_stats *g = &r->gen;
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "model", o->engine.model_dir ? o->engine.model_dir : dsspec_default_model_dir());
+    add_run_metadata(j, o, r, e);
     cJSON_AddBoolToObject(j, "mtp", r->plan.mtp);
     cJSON_AddNumberToObject(j, "prompt_tokens", g->prompt_tokens);
     cJSON_AddNumberToObject(j, "generated", g->generated);

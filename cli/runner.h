@@ -62,6 +62,9 @@ void run_restore_signals(const struct sigaction *old);
 /* "SIGINT", "SIGTERM", "SIGHUP" */
 const char *run_signal_name(int sig);
 
+/* "dsspec run -p 'two words' ...": the command line, shell-quoted where needed, for reports. */
+void run_command_line(const run_options *o, char *buf, size_t n);
+
 /* The report JSON of a run (run_output.c); caller owns it. */
 struct cJSON;
 struct cJSON *run_report_json(const run_options *o, const run_result *r, dsspec *e);

@@ -36,3 +36,7 @@ add_test(NAME engine_session COMMAND test_session $<TARGET_FILE:dsspec> ${CMAKE_
 add_executable(test_batch ${CMAKE_SOURCE_DIR}/tests/engine/test_batch.c)
 target_link_libraries(test_batch PRIVATE PkgConfig::CJSON)
 add_test(NAME engine_batch COMMAND test_batch $<TARGET_FILE:dsspec> ${CMAKE_SOURCE_DIR}/models/dsspec-tiny)
+
+# The morning report's pages in headless chromium (installed by tools/test.sh).
+add_test(NAME engine_report_html COMMAND bash ${CMAKE_SOURCE_DIR}/tests/engine/test_report.sh $<TARGET_FILE:dsspec>
+         ${CMAKE_SOURCE_DIR}/models/dsspec-tiny)
