@@ -79,7 +79,7 @@ const flag *run_flags(run_options *o, int *n)
         {FLAG_STRING, "--trace-out", "FILE", &o->trace_out, .help = "write the routing trace (one JSON line per processed row) for cache-sim"},
         {FLAG_SWITCH, "--progress", NULL, &o->progress_on, .help = "live progress on stderr even when it is not a terminal (plain lines)"},
         {FLAG_SWITCH, "--no-progress", NULL, &o->progress_off, .help = "no progress line (default: one redrawn line when stderr is a terminal)"},
-        {FLAG_DOUBLE, "--progress-every", "S", &o->progress_every, 0, 1e6, .help = "seconds between progress lines (default 0.5 on a terminal, 30 otherwise)"},
+        {FLAG_DOUBLE, "--progress-every", "S", &o->progress_every, 0.01, 1e6, .help = "seconds between progress lines (default 0.5 on a terminal, 30 otherwise)"},
         {FLAG_SECTION, .help = "overnight runs (sessions survive kill -9, the OOM killer and reboots)"},
         {FLAG_STRING, "--session", "FILE", &o->session_path, .help = "record the run into FILE (must not exist) so that it can be resumed exactly"},
         {FLAG_SWITCH, "--resume", NULL, &o->resume, .help = "continue --session FILE (same prompt and output-changing flags; -n may grow); a missing FILE starts it"},
