@@ -185,11 +185,15 @@ static const char *stop_text(const run_result *r)
 static void print_summary(const run_result *r, FILE *f)
 {
     const dsspec_gen_stats *g = &r->gen;
-    fprintf(f, "\ndsspec: %d prompt tokens, %d generated (%s); prefill %.1f tok/s, decode %.2f tok/s; %d main passes",
-            g->prompt_tokens, g->generated, stop_text(r), g->prefill_seconds > 0 ? g->prompt_tokens / g->prefill_seconds : 0,
-            dsspec_decode_tokens_per_second(g), g->main_passes);
+    char prefill[48];
+    if (g->restored_rows == g->prompt_tokens && g->prompt_tokens > 0) snprintf(prefill, sizeof prefill, "prefill restored");
+    else snprintf(prefill, sizeof prefill, "prefill %.1f tok/s", g->prefill_seconds > 0 ? (g->prompt_tokens - g->restored_rows) / g->prefill_seconds : 0);
+    fprintf(f, "\ndsspec: %d prompt tokens, %d generated (%s); %s, decode %.2f tok/s; %d main passes", g->prompt_tokens,
+            g->generated, stop_text(r), prefill, dsspec_decode_tokens_per_second(g), g->main_passes);
     if (r->plan.mtp)
         fprintf(f, "; MTP accepted %d of %d drafts (%.1f%%)", g->accepted, g->drafts, g->drafts ? 100.0 * g->accepted / g->drafts : 0);
+    if (g->restored_tokens || g->restored_rows)
+        fprintf(f, "; resumed: %d tokens and %d prompt rows restored from the session", g->restored_tokens, g->restored_rows);
     fprintf(f, "; peak RSS %.3f GiB\n", r->peak_rss / 1073741824.0);
 }
 

@@ -207,6 +207,7 @@ int run_once(const run_options *o, int quiet_output, run_result *res)
         res->plan = *dsspec_get_plan(e);
         res->plan.io_note = NULL; /* owned by the reader, gone after close */
         rc = (n_prompt = prompt_ids(o, e, &prompt, err, sizeof err)) < 0 || check_prompt_fits(o, n_prompt, err, sizeof err);
+        if (!rc && session) rc = dsspec_session_check(session, e, prompt, n_prompt, &o->gen, err, sizeof err) ? 1 : 0;
         if (!rc) rc = generate_and_report(&out, o, e, session, prompt, n_prompt, res, err, sizeof err);
     }
     if (rc && rc != DSSPEC_EXIT_SIGNAL && err[0]) fprintf(stderr, "dsspec: %s\n", err);

@@ -40,6 +40,7 @@
 struct cJSON;
 
 typedef struct dsspec dsspec;
+struct dsspec_generate_params;
 
 /* ------------------------------------------------------------------ opening */
 
@@ -154,12 +155,18 @@ typedef struct dsspec_session dsspec_session;
 dsspec_session *dsspec_session_open(const char *path, const char *model_dir, int resume, int sync_every, char *note,
                                     size_t notelen, char *err, size_t errlen);
 void dsspec_session_close(dsspec_session *s);
+/* Whether generating prompt[0..n) with p (its sampling defaults resolved as dsspec_generate does)
+ * may continue this session: 0, or -1 with one line naming the checkpoint, prompt or flag that
+ * differs. dsspec_generate checks it too; calling it first lets a caller refuse before printing
+ * anything. */
+int dsspec_session_check(const dsspec_session *s, const dsspec *e, const int *prompt, int n,
+                         const struct dsspec_generate_params *p, char *err, size_t errlen);
 /* The generated ids the session holds (restored and added by this process); the count. */
 int dsspec_session_tokens(const dsspec_session *s, const int **ids);
 
 /* ------------------------------------------------------------------ generation */
 
-typedef struct {
+typedef struct dsspec_generate_params {
     int max_new;                 /* tokens to generate at most */
     double temperature;          /* < 0: the model's default; 0: greedy */
     double top_p;                /* < 0: the model's default */

@@ -103,6 +103,15 @@ static int session_start(dsspec *e, const int *prompt, int n, const dsspec_gener
     return 0;
 }
 
+int dsspec_session_check(const dsspec_session *s, const dsspec *e, const int *prompt, int n, const dsspec_generate_params *p,
+                         char *err, size_t errlen)
+{
+    gen_options g = {.mtp = e->opt.mtp, .eos_id = p->ignore_eos ? -1 : e->info.eos_id, .ctx = e->opt.ctx, .kv_bf16 = e->opt.kv_bf16};
+    double temperature = p->temperature >= 0 ? p->temperature : e->info.default_temperature;
+    double top_p = p->top_p >= 0 ? p->top_p : e->info.default_top_p;
+    return session_check(s, e, prompt, n, &g, temperature, top_p, p->seed, err, errlen);
+}
+
 static void fill_stats(dsspec_gen_stats *st, const gen_stats *gs, int rc, int stopped)
 {
     st->generated = gs->generated;

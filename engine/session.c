@@ -486,25 +486,43 @@ static int settings_differ(const session_settings *a, const session_settings *b,
     return 1;
 }
 
+/* 0 when this generation matches the file's header (or there is none yet), else -1 with err. */
+static int session_compare(const dsspec_session *s, const session_settings *cur, const int *prompt, int n, char *err, size_t errlen)
+{
+    char what[200];
+    if (!s->has_header) return 0;
+    int differ = settings_differ(&s->hdr, cur, what, sizeof what);
+    if (!differ && memcmp(s->prompt, prompt, (size_t)n * sizeof *prompt)) {
+        snprintf(what, sizeof what, "a different prompt");
+        differ = 1;
+    }
+    if (differ)
+        error_set(err, errlen, "session %s was made with %s: resuming needs the same prompt and output-changing flags", s->path, what);
+    return differ ? -1 : 0;
+}
+
+static session_settings settings_of(const dsspec_session *s, const dsspec *e, int n, const gen_options *g, double temperature,
+                                    double top_p, uint64_t seed)
+{
+    const model_config *c = model_get_config(e->m);
+    return (session_settings){s->model_hash, seed, temperature, top_p, g->mtp, g->kv_bf16, g->ctx, g->eos_id,
+                              (int32_t)kernels_path(), c->num_hidden_layers, c->kv_lora_rank, c->qk_rope_head_dim, n};
+}
+
+int session_check(const dsspec_session *s, const dsspec *e, const int *prompt, int n, const gen_options *g, double temperature,
+                  double top_p, uint64_t seed, char *err, size_t errlen)
+{
+    session_settings cur = settings_of(s, e, n, g, temperature, top_p, seed);
+    return session_compare(s, &cur, prompt, n, err, errlen);
+}
+
 int session_bind(dsspec_session *s, const dsspec *e, const int *prompt, int n, const gen_options *g, double temperature,
                  double top_p, uint64_t seed, char *err, size_t errlen)
 {
-    const model_config *c = model_get_config(e->m);
-    session_settings cur = {s->model_hash, seed, temperature, top_p, g->mtp, g->kv_bf16, g->ctx, g->eos_id,
-                            (int32_t)kernels_path(), c->num_hidden_layers, c->kv_lora_rank, c->qk_rope_head_dim, n};
-    char what[200];
+    session_settings cur = settings_of(s, e, n, g, temperature, top_p, seed);
     if (s->bound) { error_set(err, errlen, "session %s: already used by a generation", s->path); return -1; }
     s->bound = 1;
-    if (s->has_header) {
-        int differ = settings_differ(&s->hdr, &cur, what, sizeof what);
-        if (!differ && memcmp(s->prompt, prompt, (size_t)n * sizeof *prompt)) {
-            snprintf(what, sizeof what, "a different prompt");
-            differ = 1;
-        }
-        if (differ)
-            error_set(err, errlen, "session %s was made with %s: resuming needs the same prompt and output-changing flags", s->path, what);
-        return differ ? -1 : 0;
-    }
+    if (s->has_header) return session_compare(s, &cur, prompt, n, err, errlen);
     s->hdr = cur;
     s->elt = g->kv_bf16 ? 2 : 4;
     if (!(s->prompt = malloc((size_t)n * sizeof *prompt + 1))) { error_set(err, errlen, "out of memory"); return -1; }
