@@ -411,10 +411,27 @@ void dsspec_session_close(dsspec_session *s)
     free(s);
 }
 
+/* The file ends inside its first record: a header write cut short (not a damaged one). */
+static int header_torn(int fd, int64_t size)
+{
+    uint32_t h[4];
+    uint64_t len;
+    if (size < 16) return 1;
+    if (read_at(fd, 0, h, 16) || h[0] != SESSION_MAGIC || h[1] != REC_HEADER) return 0;
+    memcpy(&len, &h[2], 8);
+    return len < (1ull << 40) && (uint64_t)size < 20 + len;
+}
+
 /* An existing file: its good records read, a torn or damaged tail cut off (noted). */
 static int load_existing(dsspec_session *s, int64_t size, char *note, size_t notelen, char *err, size_t errlen)
 {
     int64_t end = scan(s, size);
+    if (end < 0 && header_torn(s->fd, size)) {
+        /* Killed while writing the header: nothing was recorded yet, so the run starts afresh. */
+        if (ftruncate(s->fd, 0)) { error_set(err, errlen, "session %s: %s", s->path, strerror(errno)); return -1; }
+        if (note) snprintf(note, notelen, "session %s: its header was torn by a kill; starting the run afresh", s->path);
+        return 0;
+    }
     if (end < 0) {
         error_set(err, errlen, "session %s: not a dsspec session file, or its header is damaged", s->path);
         return -1;

@@ -109,6 +109,11 @@ static void check_damage(const config *c, const char *complete, const char *ref)
         run_session(&r, c, "120", damaged, NULL);
         CHECK(r.status == 0 && !strcmp(r.out, ref), "session cut at %ld of %ld bytes: status %d, output %s, err %s", cut, size, r.status, r.out, r.err);
     }
+    for (long cut = 10; cut <= 40; cut += 30) { /* killed while writing the header: starts afresh */
+        copy_prefix(complete, damaged, cut);
+        run_session(&r, c, "120", damaged, NULL);
+        CHECK(r.status == 0 && !strcmp(r.out, ref) && strstr(r.err, "header was torn"), "header cut at %ld bytes: %d %s", cut, r.status, r.err);
+    }
     copy_prefix(complete, damaged, size);
     flip_bit(damaged, size / 2);
     run_session(&r, c, "120", damaged, NULL);
@@ -118,7 +123,7 @@ static void check_damage(const config *c, const char *complete, const char *ref)
     run_session(&r, c, "120", damaged, NULL);
     CHECK(r.status == 1 && strstr(r.err, "header is damaged") && !strchr(strchr(r.err, '\n') + 1, '\n') && !r.out[0],
           "bit flipped in the header: status %d, err %s", r.status, r.err);
-    printf("torn tails at 5 offsets and a mid-file bit flip resume exactly; a damaged header is refused\n");
+    printf("torn tails at 5 offsets, a torn header and a mid-file bit flip resume exactly; a damaged header is refused\n");
 }
 
 /* Resuming with anything that changes the output is refused, in one line, before generating. */
