@@ -75,7 +75,7 @@ const flag *run_flags(run_options *o, int *n)
         {FLAG_SWITCH, "--quiet", NULL, &o->quiet, .help = "no plan or summary on stderr"},
         {FLAG_STRING, "--telemetry", "FILE", &o->telemetry_path, .help = "append one JSON line of counters every --telemetry-every tokens"},
         {FLAG_INT, "--telemetry-every", "N", &o->telemetry_every, 1, 1 << 30, .help = "(default 16)"},
-        {FLAG_STRING, "--report", "FILE", &o->report_path, .help = "write the run's totals as JSON at exit (also after Ctrl-C)"},
+        {FLAG_STRING, "--report", "FILE", &o->report_path, .help = "the run's totals and metadata as JSON: refreshed every 10 s, written atomically at exit (also after a signal)"},
         {FLAG_STRING, "--trace-out", "FILE", &o->trace_out, .help = "write the routing trace (one JSON line per processed row) for cache-sim"},
         {FLAG_SWITCH, "--progress", NULL, &o->progress_on, .help = "live progress on stderr even when it is not a terminal (plain lines)"},
         {FLAG_SWITCH, "--no-progress", NULL, &o->progress_off, .help = "no progress line (default: one redrawn line when stderr is a terminal)"},

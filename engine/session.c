@@ -278,7 +278,7 @@ static int read_at(int fd, int64_t off, void *buf, size_t n)
 /* CRC of n bytes at off, read in bounded pieces (a prefill chunk's rows can be megabytes). */
 static int crc_range(int fd, int64_t off, uint64_t n, uint32_t *crc)
 {
-    static char buf[1 << 16];
+    char buf[1 << 14];
     while (n > 0) {
         size_t k = n < sizeof buf ? (size_t)n : sizeof buf;
         if (read_at(fd, off, buf, k)) return -1;
