@@ -69,9 +69,16 @@ static void print_table(const ab_row *rows, int n, int greedy, int identical, co
             on->plan.total_experts, on->plan.io_backend ? on->plan.io_backend : "?");
 }
 
-static int write_ab_report(const char *path, const ab_row *rows, int n, int greedy, int identical)
+static int write_ab_report(const char *path, const run_options *o, const run_result *r, const ab_row *rows, int n,
+                           int greedy, int identical)
 {
-    cJSON *j = cJSON_CreateObject(), *off = cJSON_AddObjectToObject(j, "mtp_off"), *on = cJSON_AddObjectToObject(j, "mtp_on");
+    char line[8192];
+    run_command_line(o, line, sizeof line);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "model", o->engine.model_dir ? o->engine.model_dir : dsspec_default_model_dir());
+    cJSON_AddStringToObject(j, "started_at", r->started_at);
+    cJSON_AddStringToObject(j, "command_line", line);
+    cJSON *off = cJSON_AddObjectToObject(j, "mtp_off"), *on = cJSON_AddObjectToObject(j, "mtp_on");
     for (int i = 0; i < n; i++) {
         cJSON_AddNumberToObject(off, rows[i].name, rows[i].off);
         cJSON_AddNumberToObject(on, rows[i].name, rows[i].on);
@@ -99,15 +106,20 @@ int cli_ab(int argc, char **argv)
                          flags, n, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : rc;
     if ((rc = run_options_finish(&o, "ab"))) return rc;
+    if (o.session_path) return flags_usage_error("ab", "--session belongs to dsspec run (ab makes two runs)");
     const char *report = o.report_path;
     o.report_path = NULL;
     o.telemetry_path = NULL;
     o.quiet = 1;
     run_result off, on;
     o.engine.mtp = 0;
+    o.argc = argc;
+    o.argv = argv;
+    o.progress_label = "ab 1/2 MTP off";
     rc = run_once(&o, 1, &off);
     if (rc) { run_result_free(&off); return rc; }
     o.engine.mtp = 1;
+    o.progress_label = "ab 2/2 MTP on";
     rc = run_once(&o, 1, &on);
     if (rc == 0) {
         int greedy = o.gen.temperature == 0;
@@ -115,7 +127,7 @@ int cli_ab(int argc, char **argv)
         ab_row rows[16];
         int nrows = collect_rows(&off, &on, rows);
         print_table(rows, nrows, greedy, identical, &on, stdout);
-        if (report) rc = write_ab_report(report, rows, nrows, greedy, identical);
+        if (report) rc = write_ab_report(report, &o, &off, rows, nrows, greedy, identical);
         if (greedy && !identical) rc = 1;
     }
     run_result_free(&off);

@@ -12,5 +12,6 @@ int cli_detokenize(int argc, char **argv); /* ids -> text */
 int cli_cache_sim(int argc, char **argv);  /* replay a routing trace */
 int cli_report(int argc, char **argv);     /* render a report */
 int cli_serve(int argc, char **argv);      /* OpenAI-compatible HTTP server */
+int cli_batch(int argc, char **argv);      /* many prompts, one process, restartable */
 
 #endif

@@ -11,6 +11,7 @@ static const struct {
 } commands[] = {
     {"run", cli_run, "generate text or ids (MTP speculation, expert cache, telemetry)"},
     {"eval", cli_eval, "dump logits.f32 / routes.json (and mtp_logits.f32) for a list of ids"},
+    {"batch", cli_batch, "run a JSON-lines file of prompts in one process (warm cache; restart skips finished jobs)"},
     {"ab", cli_ab, "the same prompt with MTP off, then on: one comparison table"},
     {"inspect", cli_inspect, "checkpoint census and integrity check"},
     {"tokenize", cli_tokenize, "text -> token ids"},

@@ -10,10 +10,12 @@ int cli_run(int argc, char **argv)
     run_options_defaults(&o);
     int n;
     const flag *flags = run_flags(&o, &n);
-    int rc = flags_parse("run", "usage: dsspec run [flags]   (one of -p, -f, --ids, --chat FILE gives the prompt)\n",
+    int rc = flags_parse("run", "usage: dsspec run [flags]   (one of -p, -f, --ids, --chat FILE gives the prompt; -f - reads stdin)\nexit status: 0 finished, 1 runtime error, 2 usage error, 3 stopped by SIGINT/SIGTERM/SIGHUP (report written)\n",
                          flags, n, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : rc;
     if ((rc = run_options_finish(&o, "run"))) return rc;
+    o.argc = argc;
+    o.argv = argv;
     run_result res;
     rc = run_once(&o, 0, &res);
     run_result_free(&res);

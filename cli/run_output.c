@@ -58,6 +58,13 @@ void run_output_start(run_output *out, dsspec *e)
         if (o->prompt_text && !o->chat_wrap && !o->messages_file) { fputs(o->prompt_text, stdout); fflush(stdout); }
     }
     clock_gettime(CLOCK_MONOTONIC, &out->start);
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(out->res->started_at, sizeof out->res->started_at, "%Y-%m-%dT%H:%M:%S%z", &tm);
+    int mode = o->progress_on ? 1 : o->progress_off ? 0 : -1;
+    if (mode < 0 && o->quiet && !o->progress_label) mode = 0;
+    progress_init(&out->progress, stderr, mode, o->progress_every, o->progress_label, o->gen.max_new);
 }
 
 static void on_token(void *ctx, int token)
@@ -82,9 +89,8 @@ static void on_text(void *ctx, const char *text, size_t len)
     fflush(stdout);
 }
 
-static void write_telemetry_line(run_output *out, int generated)
+static void write_telemetry_line(run_output *out, int generated, const dsspec_gen_stats *g)
 {
-    const dsspec_gen_stats *g = &out->res->gen;
     cJSON *line = cJSON_CreateObject();
     cJSON_AddNumberToObject(line, "elapsed_s", seconds_since(&out->start));
     cJSON_AddNumberToObject(line, "generated", generated);
@@ -109,9 +115,10 @@ static int on_step(void *ctx, int generated)
 {
     run_output *out = ctx;
     if (out->telemetry && generated - out->last_telemetry_at >= out->o->telemetry_every) {
-        write_telemetry_line(out, generated);
+        write_telemetry_line(out, generated, &out->live);
         out->last_telemetry_at = generated;
     }
+    progress_step(&out->progress, out->e, &out->live);
     double now = seconds_since(&out->start);
     if (out->o->report_path && now - out->last_report_at >= REPORT_REFRESH_SECONDS) {
         out->res->peak_rss = dsspec_peak_rss();
@@ -145,24 +152,33 @@ static void on_route(void *ctx, int layer, int row, const int *experts, int k)
     out->trace_rows[row] = NULL;
 }
 
+static int on_prefill(void *ctx, int done, int n)
+{
+    run_output *out = ctx;
+    progress_prefill(&out->progress, done, n);
+    return *out->stop != 0;
+}
+
 void run_output_bind(run_output *out, dsspec_generate_params *g, volatile sig_atomic_t *stop)
 {
     out->stop = stop;
     g->on_token = on_token;
     g->on_text = out->stream ? on_text : NULL;
     g->on_step = on_step;
+    g->on_prefill = on_prefill;
+    g->live = &out->live;
     g->on_route = out->trace ? on_route : NULL;
     g->ctx = out;
 }
 
-static const char *signal_name(int sig)
+const char *run_signal_name(int sig)
 {
     return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "signal";
 }
 
 static const char *stop_text(const run_result *r)
 {
-    if (r->interrupted) return signal_name(r->interrupted);
+    if (r->interrupted) return run_signal_name(r->interrupted);
     switch (r->gen.stopped_by) {
     case DSSPEC_STOP_EOS: return "EOS";
     case DSSPEC_STOP_CTX_FULL: return "context full";
@@ -175,11 +191,15 @@ static const char *stop_text(const run_result *r)
 static void print_summary(const run_result *r, FILE *f)
 {
     const dsspec_gen_stats *g = &r->gen;
-    fprintf(f, "\ndsspec: %d prompt tokens, %d generated (%s); prefill %.1f tok/s, decode %.2f tok/s; %d main passes",
-            g->prompt_tokens, g->generated, stop_text(r), g->prefill_seconds > 0 ? g->prompt_tokens / g->prefill_seconds : 0,
-            dsspec_decode_tokens_per_second(g), g->main_passes);
+    char prefill[48];
+    if (g->restored_rows == g->prompt_tokens && g->prompt_tokens > 0) snprintf(prefill, sizeof prefill, "prefill restored");
+    else snprintf(prefill, sizeof prefill, "prefill %.1f tok/s", g->prefill_seconds > 0 ? (g->prompt_tokens - g->restored_rows) / g->prefill_seconds : 0);
+    fprintf(f, "\ndsspec: %d prompt tokens, %d generated (%s); %s, decode %.2f tok/s; %d main passes", g->prompt_tokens,
+            g->generated, stop_text(r), prefill, dsspec_decode_tokens_per_second(g), g->main_passes);
     if (r->plan.mtp)
         fprintf(f, "; MTP accepted %d of %d drafts (%.1f%%)", g->accepted, g->drafts, g->drafts ? 100.0 * g->accepted / g->drafts : 0);
+    if (g->restored_tokens || g->restored_rows)
+        fprintf(f, "; resumed: %d tokens and %d prompt rows restored from the session", g->restored_tokens, g->restored_rows);
     fprintf(f, "; peak RSS %.3f GiB\n", r->peak_rss / 1073741824.0);
 }
 
@@ -205,6 +225,7 @@ static void write_report(const run_output *out, dsspec *e)
 void run_output_finish(run_output *out, dsspec *e)
 {
     run_result *res = out->res;
+    progress_end(&out->progress);
     if (out->stream) fputc('\n', stdout);
     if (out->o->print_ids && !out->quiet_output) {
         for (int i = 0; i < res->n_tokens; i++) printf(i ? " %d" : "%d", res->tokens[i]);
@@ -212,7 +233,7 @@ void run_output_finish(run_output *out, dsspec *e)
     }
     fflush(stdout);
     res->peak_rss = dsspec_peak_rss();
-    if (out->telemetry) write_telemetry_line(out, res->gen.generated);
+    if (out->telemetry) write_telemetry_line(out, res->gen.generated, &res->gen);
     res->have_cache = dsspec_get_cache_counters(e, &res->cache) == 0;
     if (!out->o->quiet) {
         print_summary(res, stderr);
@@ -230,16 +251,105 @@ void run_output_close(run_output *out)
     tokenizer_stream_free(out->stream);
 }
 
+/* At most max bytes of s, cut back to a UTF-8 character boundary. */
+static size_t utf8_cut(const char *s, size_t len, size_t max)
+{
+    if (len <= max) return len;
+    while (max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80) max--;
+    return max;
+}
+
+/* The head and tail of a long text joined by " [...] ", whole short ones as they are. */
+static void add_excerpt(cJSON *j, const char *key, const char *text, size_t len)
+{
+    enum { EDGE = 400 };
+    if (len <= 2 * EDGE + 20) {
+        char *copy = strndup(text, len);
+        cJSON_AddStringToObject(j, key, copy ? copy : "");
+        free(copy);
+        return;
+    }
+    size_t head = utf8_cut(text, len, EDGE), start = len - EDGE;
+    while (start < len && ((unsigned char)text[start] & 0xC0) == 0x80) start++;
+    char *buf = malloc(head + (len - start) + 16);
+    if (!buf) return;
+    sprintf(buf, "%.*s [...] %s", (int)head, text, text + start);
+    cJSON_AddStringToObject(j, key, buf);
+    free(buf);
+}
+
+static void add_prompt_excerpt(cJSON *j, const run_options *o)
+{
+    char err[256];
+    if (o->prompt_text) add_excerpt(j, "prompt_excerpt", o->prompt_text, strlen(o->prompt_text));
+    else if (o->ids) add_excerpt(j, "prompt_excerpt", o->ids, strlen(o->ids));
+    else if (o->prompt_file && strcmp(o->prompt_file, "-")) {
+        size_t len;
+        char *text = dsspec_read_file(o->prompt_file, &len, err, sizeof err);
+        if (text) add_excerpt(j, "prompt_excerpt", text, len);
+        free(text);
+    } else if (o->messages_file) {
+        char *text = dsspec_read_file(o->messages_file, NULL, err, sizeof err);
+        if (text) add_excerpt(j, "prompt_excerpt", text, strlen(text));
+        free(text);
+    }
+}
+
+static void add_output_excerpt(cJSON *j, const run_result *r, dsspec *e)
+{
+    tokenizer *tok = dsspec_get_tokenizer(e);
+    size_t len = 0;
+    char *text = tok ? tokenizer_decode(tok, r->tokens, (size_t)r->n_tokens, 1, &len) : NULL;
+    if (text) add_excerpt(j, "output_excerpt", text, len);
+    free(text);
+}
+
+void run_command_line(const run_options *o, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "dsspec");
+    for (int i = 0; i < o->argc && k + 4 < n; i++) {
+        const char *a = o->argv[i];
+        int plain = a[0] && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=.,/:+@%") == strlen(a);
+        k += (size_t)snprintf(buf + k, n - k, plain ? " %s" : " '", a);
+        for (const char *p = a; !plain && *p && k + 6 < n; p++) /* ' inside single quotes: '\'' */
+            k += (size_t)snprintf(buf + k, n - k, *p == '\'' ? "'\\''" : "%c", *p);
+        if (!plain && k + 2 < n) k += (size_t)snprintf(buf + k, n - k, "'");
+    }
+}
+
+static void add_run_metadata(cJSON *j, const run_options *o, const run_result *r, dsspec *e)
+{
+    char line[8192];
+    run_command_line(o, line, sizeof line);
+    cJSON_AddStringToObject(j, "version", dsspec_version());
+    cJSON_AddStringToObject(j, "started_at", r->started_at);
+    cJSON_AddStringToObject(j, "command_line", line);
+    cJSON_AddNumberToObject(j, "model_layers", dsspec_get_model_info(e)->n_layers);
+    cJSON *s = cJSON_AddObjectToObject(j, "sampling");
+    cJSON_AddNumberToObject(s, "temperature", r->gen.temperature);
+    cJSON_AddNumberToObject(s, "top_p", r->gen.top_p);
+    cJSON_AddNumberToObject(s, "seed", (double)o->gen.seed);
+    cJSON_AddNumberToObject(s, "n_predict", o->gen.max_new);
+    cJSON_AddBoolToObject(s, "ignore_eos", o->gen.ignore_eos);
+    cJSON_AddNumberToObject(j, "threads", o->engine.threads > 0 ? o->engine.threads : 1);
+    if (o->telemetry_path) cJSON_AddStringToObject(j, "telemetry", o->telemetry_path);
+    if (o->session_path) cJSON_AddStringToObject(j, "session", o->session_path);
+    cJSON_AddNumberToObject(j, "restored_tokens", r->gen.restored_tokens);
+    add_prompt_excerpt(j, o);
+    add_output_excerpt(j, r, e);
+}
+
 cJSON *run_report_json(const run_options *o, const run_result *r, dsspec *e)
 {
     const dsspec_gen_stats *g = &r->gen;
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "model", o->engine.model_dir ? o->engine.model_dir : dsspec_default_model_dir());
+    add_run_metadata(j, o, r, e);
     cJSON_AddBoolToObject(j, "mtp", r->plan.mtp);
     cJSON_AddNumberToObject(j, "prompt_tokens", g->prompt_tokens);
     cJSON_AddNumberToObject(j, "generated", g->generated);
     cJSON_AddStringToObject(j, "stopped_by", r->interrupted ? "signal" : dsspec_stop_reason_name(g->stopped_by));
-    if (r->interrupted) cJSON_AddStringToObject(j, "signal", signal_name(r->interrupted));
+    if (r->interrupted) cJSON_AddStringToObject(j, "signal", run_signal_name(r->interrupted));
     cJSON_AddNumberToObject(j, "prefill_seconds", g->prefill_seconds);
     cJSON_AddNumberToObject(j, "decode_seconds", g->decode_seconds);
     cJSON_AddNumberToObject(j, "prefill_tokens_per_s", g->prefill_seconds > 0 ? g->prompt_tokens / g->prefill_seconds : 0);

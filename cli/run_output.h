@@ -5,6 +5,7 @@
 
 #include <signal.h>
 #include <time.h>
+#include "cli/progress.h"
 #include "cli/runner.h"
 
 struct cJSON;
@@ -22,6 +23,8 @@ typedef struct {
     int last_telemetry_at;
     double last_report_at;         /* seconds since start when the report was last refreshed */
     volatile sig_atomic_t *stop;   /* set by the signal handler */
+    dsspec_gen_stats live;         /* counters so far, kept by the engine (params.live) */
+    progress progress;
 } run_output;
 
 /* Opens the telemetry and trace files and checks that the report can be written, before any model

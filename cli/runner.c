@@ -9,20 +9,20 @@
 static volatile sig_atomic_t interrupted;
 static void on_stop_signal(int sig) { interrupted = sig; }
 static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
-enum { N_STOP_SIGNALS = sizeof stop_signals / sizeof stop_signals[0] };
 
 /* From the model's loading on, SIGINT/SIGTERM/SIGHUP stop generation cleanly: what was generated is
  * printed and reported. SA_RESETHAND makes a second signal kill at once. */
-static void catch_stop_signals(struct sigaction *old)
+volatile sig_atomic_t *run_catch_stop_signals(struct sigaction *old)
 {
     struct sigaction sa = {0};
     sa.sa_handler = on_stop_signal;
     sa.sa_flags = SA_RESETHAND;
     interrupted = 0;
     for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &sa, &old[i]);
+    return &interrupted;
 }
 
-static void restore_signals(const struct sigaction *old)
+void run_restore_signals(const struct sigaction *old)
 {
     for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &old[i], NULL);
 }
@@ -33,11 +33,12 @@ void run_options_defaults(run_options *o)
     dsspec_options_default(&o->engine);
     dsspec_generate_params_default(&o->gen);
     o->telemetry_every = 16;
+    o->session_sync = 8;
 }
 
 const flag *run_flags(run_options *o, int *n)
 {
-    static flag f[56];
+    static flag f[64];
     static char threads_help[96];
     snprintf(threads_help, sizeof threads_help, "worker threads (default: the physical cores, %d here)", dsspec_physical_cores());
     dsspec_options *e = &o->engine;
@@ -80,8 +81,15 @@ const flag *run_flags(run_options *o, int *n)
         {FLAG_SWITCH, "-v|--verbose", NULL, &o->verbose, .help = "also print the prompt's token ids on stderr"},
         {FLAG_STRING, "--telemetry", "FILE", &o->telemetry_path, .help = "append one JSON line of counters every --telemetry-every tokens"},
         {FLAG_INT, "--telemetry-every", "N", &o->telemetry_every, 1, 1 << 30, .help = "(default 16)"},
-        {FLAG_STRING, "--report", "FILE", &o->report_path, .help = "write the run's totals as JSON at exit (also after Ctrl-C)"},
+        {FLAG_STRING, "--report", "FILE", &o->report_path, .help = "the run's totals and metadata as JSON: refreshed every 10 s, written atomically at exit (also after a signal)"},
         {FLAG_STRING, "--trace-out", "FILE", &o->trace_out, .help = "write the routing trace (one JSON line per processed row) for cache-sim"},
+        {FLAG_SWITCH, "--progress", NULL, &o->progress_on, .help = "live progress on stderr even when it is not a terminal (plain lines)"},
+        {FLAG_SWITCH, "--no-progress", NULL, &o->progress_off, .help = "no progress line (default: one redrawn line when stderr is a terminal)"},
+        {FLAG_DOUBLE, "--progress-every", "S", &o->progress_every, 0.01, 1e6, .help = "seconds between progress lines (default 0.5 on a terminal, 30 otherwise)"},
+        {FLAG_SECTION, .help = "overnight runs (sessions survive kill -9, the OOM killer and reboots)"},
+        {FLAG_STRING, "--session", "FILE", &o->session_path, .help = "record the run into FILE (must not exist) so that it can be resumed exactly"},
+        {FLAG_SWITCH, "--resume", NULL, &o->resume, .help = "continue --session FILE (same prompt and output-changing flags; -n may grow); a missing FILE starts it"},
+        {FLAG_INT, "--session-sync", "N", &o->session_sync, 0, 1 << 30, .help = "fsync the session every N tokens (default 8; 0: only at the end); prefill chunks always"},
     };
     *n = (int)(sizeof table / sizeof table[0]);
     memcpy(f, table, sizeof table);
@@ -108,6 +116,8 @@ int run_options_finish(run_options *o, const char *cmd)
     o->gen.n_stop = o->stop.n;
     for (int i = 0; i < o->stop.n; i++)
         if (!o->stop.v[i][0]) return flags_usage_error(cmd, "--stop: expected a non-empty string");
+    if (o->resume && !o->session_path) return flags_usage_error(cmd, "--resume needs --session FILE");
+    if (o->progress_on && o->progress_off) return flags_usage_error(cmd, "--progress and --no-progress contradict each other");
     return 0;
 }
 
@@ -166,17 +176,30 @@ static void print_prompt_ids(const int *ids, int n)
     fputc('\n', stderr);
 }
 
-static int generate_and_report(run_output *out, const run_options *o, dsspec *e, const int *prompt, int n_prompt,
-                               run_result *res, char *err, size_t errlen)
+static int generate_and_report(run_output *out, const run_options *o, dsspec *e, dsspec_session *session,
+                               const int *prompt, int n_prompt, run_result *res, char *err, size_t errlen)
 {
     run_output_start(out, e);
     dsspec_generate_params g = o->gen;
     run_output_bind(out, &g, &interrupted);
+    g.session = session;
     int gen_rc = interrupted ? 0 : dsspec_generate(e, prompt, n_prompt, &g, &res->gen, err, errlen);
     res->interrupted = interrupted;
+    if (gen_rc && res->n_tokens == 0) out->quiet_output = 1; /* refused before any token: the error line alone */
     run_output_finish(out, e);
     if (gen_rc) return 1;
     return interrupted ? DSSPEC_EXIT_SIGNAL : 0;
+}
+
+/* The session file, opened (and its records checked) before the model loads. */
+static int open_session(const run_options *o, dsspec_session **s, char *err, size_t errlen)
+{
+    *s = NULL;
+    if (!o->session_path) return 0;
+    char note[1200];
+    *s = dsspec_session_open(o->session_path, o->engine.model_dir, o->resume, o->session_sync, note, sizeof note, err, errlen);
+    if (*s && note[0]) fprintf(stderr, "dsspec: %s\n", note);
+    return *s ? 0 : -1;
 }
 
 int run_once(const run_options *o, int quiet_output, run_result *res)
@@ -184,6 +207,7 @@ int run_once(const run_options *o, int quiet_output, run_result *res)
     char err[1024] = "";
     int *prompt = NULL, n_prompt = 0, rc;
     dsspec *e = NULL;
+    dsspec_session *session = NULL;
     run_output out;
     struct sigaction old[N_STOP_SIGNALS];
     memset(res, 0, sizeof *res);
@@ -192,23 +216,26 @@ int run_once(const run_options *o, int quiet_output, run_result *res)
         return 2;
     }
     /* Every output is checked before the model loads: a bad path costs seconds, not a night. */
-    if (run_output_open(&out, o, quiet_output, res, err, sizeof err)) {
+    if (run_output_open(&out, o, quiet_output, res, err, sizeof err) || open_session(o, &session, err, sizeof err)) {
         fprintf(stderr, "dsspec: %s\n", err);
+        run_output_close(&out);
         return 1;
     }
-    catch_stop_signals(old);
+    run_catch_stop_signals(old);
     if ((rc = open_engine(o, quiet_output, &e, err, sizeof err)) == 0) {
         res->plan = *dsspec_get_plan(e);
         res->plan.io_note = NULL; /* owned by the reader, gone after close */
         rc = (n_prompt = prompt_ids(o, e, &prompt, err, sizeof err)) < 0 || check_prompt_fits(o, n_prompt, err, sizeof err);
         if (!rc && o->verbose) print_prompt_ids(prompt, n_prompt);
-        if (!rc) rc = generate_and_report(&out, o, e, prompt, n_prompt, res, err, sizeof err);
+                if (!rc && session) rc = dsspec_session_check(session, e, prompt, n_prompt, &o->gen, err, sizeof err) ? 1 : 0;
+        if (!rc) rc = generate_and_report(&out, o, e, session, prompt, n_prompt, res, err, sizeof err);
     }
     if (rc && rc != DSSPEC_EXIT_SIGNAL && err[0]) fprintf(stderr, "dsspec: %s\n", err);
     run_output_close(&out);
     free(prompt);
+    dsspec_session_close(session);
     dsspec_close(e);
-    restore_signals(old);
+    run_restore_signals(old);
     return rc;
 }
 

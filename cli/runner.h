@@ -3,6 +3,7 @@
 #ifndef DSSPEC_CLI_RUNNER_H
 #define DSSPEC_CLI_RUNNER_H
 
+#include <signal.h>
 #include <stdio.h>
 #include "cli/flags.h"
 #include "engine/dsspec.h"
@@ -21,6 +22,13 @@ typedef struct {
     flag_strings stop;
     const char *telemetry_path, *report_path, *trace_out;
     int telemetry_every;
+    const char *session_path;     /* --session: resumable run */
+    int resume, session_sync;
+    int progress_on, progress_off;
+    double progress_every;        /* seconds; 0: 0.5 on a terminal, 30 otherwise */
+    const char *progress_label;   /* ab: which run this is */
+    int argc;                     /* the command line, for the report */
+    char **argv;
 } run_options;
 
 /* The flags of run (and ab) as a table for flags_parse; *n gets its length. The table points into o. */
@@ -39,12 +47,24 @@ typedef struct {
     dsspec_plan plan;
     uint64_t peak_rss;
     int interrupted;          /* the signal that stopped the run, 0 if none */
+    char started_at[40];      /* local time the run started, ISO 8601 */
 } run_result;
 
 /* quiet_output: print neither the generated text nor ids (ab). Returns the exit code: 0, 1 (runtime
  * error), 2 (usage) or DSSPEC_EXIT_SIGNAL. */
 int run_once(const run_options *o, int quiet_output, run_result *res);
 void run_result_free(run_result *r);
+
+/* SIGINT, SIGTERM and SIGHUP set the returned flag (to the signal) instead of killing; a second
+ * one kills. old gets the previous handlers (N_STOP_SIGNALS of them) for run_restore_signals. */
+enum { N_STOP_SIGNALS = 3 };
+volatile sig_atomic_t *run_catch_stop_signals(struct sigaction *old);
+void run_restore_signals(const struct sigaction *old);
+/* "SIGINT", "SIGTERM", "SIGHUP" */
+const char *run_signal_name(int sig);
+
+/* "dsspec run -p 'two words' ...": the command line, shell-quoted where needed, for reports. */
+void run_command_line(const run_options *o, char *buf, size_t n);
 
 /* The report JSON of a run (run_output.c); caller owns it. */
 struct cJSON;

@@ -40,6 +40,7 @@
 struct cJSON;
 
 typedef struct dsspec dsspec;
+struct dsspec_generate_params;
 
 /* ------------------------------------------------------------------ opening */
 
@@ -151,9 +152,36 @@ int dsspec_encode_prompt(dsspec *e, const dsspec_prompt *p, int **ids, char *err
 /* Checks ids supplied directly (every id inside the vocabulary). 0 or -1 with err. */
 int dsspec_check_ids(const dsspec *e, const int *ids, int n, char *err, size_t errlen);
 
+/* ------------------------------------------------------------------ sessions */
+
+/* A session file makes one generation resumable after any death of the process (kill -9, the OOM
+ * killer, a reboot): it holds the prompt and every output-changing setting, the checkpoint's
+ * identity (config.json + safetensors index), and at every step boundary the token ids so far,
+ * the main and MTP latent KV rows, the sampler's state and the speculative loop's draft, in
+ * append-only, CRC-checked records (format: engine/session.c). A resumed generation produces
+ * exactly the tokens an uninterrupted one would. */
+typedef struct dsspec_session dsspec_session;
+
+/* Opens path before any model loads. resume 0: path must not exist yet. resume 1: an existing
+ * file is read and checked (a torn or damaged tail is cut off and *note says so; a damaged header
+ * or another checkpoint is refused); a missing one is created, so the same command both starts
+ * and continues a run. sync_every: fsync after every this many generated tokens (0: only at the
+ * end); every prefill chunk and the end are always fsync'ed. NULL with one error line. */
+dsspec_session *dsspec_session_open(const char *path, const char *model_dir, int resume, int sync_every, char *note,
+                                    size_t notelen, char *err, size_t errlen);
+void dsspec_session_close(dsspec_session *s);
+/* Whether generating prompt[0..n) with p (its sampling defaults resolved as dsspec_generate does)
+ * may continue this session: 0, or -1 with one line naming the checkpoint, prompt or flag that
+ * differs. dsspec_generate checks it too; calling it first lets a caller refuse before printing
+ * anything. */
+int dsspec_session_check(const dsspec_session *s, const dsspec *e, const int *prompt, int n,
+                         const struct dsspec_generate_params *p, char *err, size_t errlen);
+/* The generated ids the session holds (restored and added by this process); the count. */
+int dsspec_session_tokens(const dsspec_session *s, const int **ids);
+
 /* ------------------------------------------------------------------ generation */
 
-typedef struct {
+typedef struct dsspec_generate_params {
     int max_new;                 /* tokens to generate at most */
     double temperature;          /* < 0: the model's default; 0: greedy */
     double top_p;                /* < 0: the model's default */
@@ -174,7 +202,15 @@ typedef struct {
     int (*on_step)(void *ctx, int generated);
     /* The main model's routing of every row it processes: experts ascending, k of them. */
     void (*on_route)(void *ctx, int layer, int row, const int *experts, int k);
+    /* After each prefill chunk: prompt rows done of n; non-zero stops before the next chunk. */
+    int (*on_prefill)(void *ctx, int done, int n);
     void *ctx;
+    /* Optional (dsspec_session_open): continue from it and record into it. Tokens it already
+     * holds are delivered through on_token first, so the callbacks see the whole output. */
+    dsspec_session *session;
+    /* Optional: counters so far (generated, main passes, drafts, accepted, prefill seconds),
+     * brought up to date before every on_step call, for progress lines and telemetry. */
+    struct dsspec_gen_stats *live;
 } dsspec_generate_params;
 
 void dsspec_generate_params_default(dsspec_generate_params *p);
@@ -187,13 +223,15 @@ typedef enum {
  * (the text reached a stop string). */
 const char *dsspec_stop_reason_name(dsspec_stop_reason r);
 
-typedef struct {
+typedef struct dsspec_gen_stats {
     int prompt_tokens, generated;
     int main_passes;             /* decode passes of the main model (prefill excluded) */
     int drafts, accepted;        /* MTP drafts made and accepted */
     double prefill_seconds, decode_seconds;
     double temperature, top_p;   /* what was used after defaults */
     dsspec_stop_reason stopped_by;
+    int restored_tokens;         /* of generated, those replayed from the session, not computed now */
+    int restored_rows;           /* prompt rows whose KV came from the session */
 } dsspec_gen_stats;
 
 /* Prefill prompt[0..n) and generate; the expert cache stays warm across calls. Returns 0, or -1
@@ -201,7 +239,8 @@ typedef struct {
  * generated before an error stays delivered through on_token). */
 int dsspec_generate(dsspec *e, const int *prompt, int n, const dsspec_generate_params *p, dsspec_gen_stats *st,
                     char *err, size_t errlen);
-/* Decode tokens per second of a finished generation (the first token belongs to prefill). */
+/* Decode tokens per second of a finished generation (the first token belongs to prefill; tokens
+ * restored from a session are not counted). */
 double dsspec_decode_tokens_per_second(const dsspec_gen_stats *st);
 
 /* ------------------------------------------------------------------ telemetry */

@@ -28,6 +28,19 @@ struct dsspec {
     expert_provider provider;    /* what the forward pass fetches experts through */
 };
 
+/* Stop strings over the generated text (engine/text_relay.c): tokens in, text without the stop
+ * strings out to p->on_text; hit is set once one appears (generation then stops). */
+typedef struct {
+    const dsspec_generate_params *p;
+    tokenizer_stream *stream;    /* NULL when neither on_text nor stop strings are asked for */
+    char *pending;
+    size_t len, cap;
+    int hit;
+} text_relay;
+int text_relay_start(text_relay *t, dsspec *e, const dsspec_generate_params *p, char *err, size_t errlen);
+void text_relay_push_token(text_relay *t, int token);
+void text_relay_finish(text_relay *t);  /* delivers what is held back when no stop string came */
+
 /* The modules' enums behind dsspec.h's (engine/names.c). */
 cache_policy_kind engine_policy_kind(dsspec_cache_policy p);
 io_backend engine_io_backend(dsspec_io_backend b);
@@ -35,5 +48,25 @@ io_backend engine_io_backend(dsspec_io_backend b);
 /* Divides the budget (engine/plan.c) and reserves the model's scratch arena; fills e->plan.
  * 0, or -1 with err when the budget or --cache-gib cannot be honoured. */
 int engine_plan_memory(dsspec *e, size_t slot_bytes, char *err, size_t errlen);
+
+/* Sessions (engine/session.c), driven by dsspec_generate. */
+/* Checks this generation against the file's header (refusing another prompt or output-changing
+ * setting), or writes the header of a new file. 0 or -1 with err. */
+int session_bind(dsspec_session *s, const dsspec *e, const int *prompt, int n, const gen_options *g, double temperature,
+                 double top_p, uint64_t seed, char *err, size_t errlen);
+/* How much of a run of max_new tokens the file already holds: *count tokens to replay, and the
+ * stop reason when nothing is left to generate (else -1: continue from session_resume_point). */
+int session_replay(dsspec_session *s, int max_new, int *count);
+/* The comparison of session_bind alone: nothing is written. */
+int session_check(const dsspec_session *s, const dsspec *e, const int *prompt, int n, const gen_options *g, double temperature,
+                  double top_p, uint64_t seed, char *err, size_t errlen);
+const gen_checkpoint *session_resume_point(const dsspec_session *s);  /* NULL: from the start */
+/* gen_options callbacks: on_checkpoint appends a record, restore_kv fills the caches. */
+int session_on_checkpoint(void *s, const gen_checkpoint *cp, const kv_cache *kv, const kv_cache *mtp_kv, char *err,
+                          size_t errlen);
+int session_restore_kv(void *s, kv_cache *kv, kv_cache *mtp_kv, char *err, size_t errlen);
+void session_note_token(dsspec_session *s, int token);
+/* The FINAL record (EOS, -n, full context) and an fsync; other endings only fsync. */
+int session_finish(dsspec_session *s, dsspec_stop_reason why, char *err, size_t errlen);
 
 #endif

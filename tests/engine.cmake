@@ -26,3 +26,17 @@ add_executable(test_embedded ${CMAKE_SOURCE_DIR}/tests/engine/test_embedded.c)
 target_link_libraries(test_embedded PRIVATE engine_test_util dsspec_engine)
 add_test(NAME engine_embedded_model COMMAND test_embedded ${CMAKE_SOURCE_DIR}/models/dsspec-tiny
          ${CMAKE_SOURCE_DIR}/tools/embedded/heldout_ids.json ${CMAKE_SOURCE_DIR}/tools/embedded)
+
+# Sessions: SIGKILLed runs resume to exactly the uninterrupted output; damaged files; refusals.
+add_executable(test_session ${CMAKE_SOURCE_DIR}/tests/engine/test_session.c)
+add_test(NAME engine_session COMMAND test_session $<TARGET_FILE:dsspec> ${CMAKE_SOURCE_DIR}/models/dsspec-tiny
+         ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_r1)
+
+# Job files: batch results equal separate runs; kill -9 and a torn line, then restart.
+add_executable(test_batch ${CMAKE_SOURCE_DIR}/tests/engine/test_batch.c)
+target_link_libraries(test_batch PRIVATE PkgConfig::CJSON)
+add_test(NAME engine_batch COMMAND test_batch $<TARGET_FILE:dsspec> ${CMAKE_SOURCE_DIR}/models/dsspec-tiny)
+
+# The morning report's pages in headless chromium (installed by tools/test.sh).
+add_test(NAME engine_report_html COMMAND bash ${CMAKE_SOURCE_DIR}/tests/engine/test_report.sh $<TARGET_FILE:dsspec>
+         ${CMAKE_SOURCE_DIR}/models/dsspec-tiny)

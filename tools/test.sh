@@ -17,6 +17,13 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends $missing
 fi
 jobs="$(nproc)"
+# The report test loads the HTML pages in a real headless browser: Debian's chromium.
+if ! command -v chromium >/dev/null 2>&1; then
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends chromium
+fi
 echo "== release build: ctest"
 ctest --test-dir build --output-on-failure -j"$jobs"
 echo "== ASan + UBSan build: ctest"

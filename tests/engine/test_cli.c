@@ -164,6 +164,12 @@ static void check_bad_flags(const char *dir)
         {{"run", "-m", dir, "--ids", "1,2,3,4,5,6,7,8", "--print-ids", "--ctx", "8", NULL}, "does not fit --ctx 8", 1},
         {{"run", "-m", dir, "--ids", "1,2", "--cpu-features", "avx9000", NULL}, "--cpu-features", 2},
         {{"frobnicate", NULL}, "frobnicate", 2},
+        {{"run", "-m", dir, "--ids", "1,2", "--resume", NULL}, "--resume needs --session", 2},
+        {{"run", "-m", dir, "--ids", "1,2", "--progress", "--no-progress", NULL}, "--no-progress", 2},
+        {{"run", "-m", dir, "--ids", "1,2", "--session", "/nonexistent/dir/s.session", NULL}, "/nonexistent/dir/s.session", 1},
+        {{"batch", "jobs.jsonl", NULL}, "--out", 2},
+        {{"batch", "/nonexistent/jobs.jsonl", "--out", "/tmp/dsspec_never.jsonl", "-m", dir, NULL}, "/nonexistent/jobs.jsonl", 1},
+        {{"report", "/nonexistent/r.json", NULL}, "/nonexistent/r.json", 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         proc_result r;
@@ -266,6 +272,34 @@ static void check_interrupt(const char *dir, int sig, const char *sig_name)
     unlink(report);
 }
 
+/* Progress on a non-terminal stderr: off by default, plain lines with --progress (prefill rows,
+ * then tokens with tok/s, ETA, hit rate, MTP acceptance); ab says which run it is in. Telemetry
+ * lines carry the live draft counts, not zeros. */
+static void check_progress(const char *dir)
+{
+    char tele[] = "/tmp/dsspec_tele_XXXXXX";
+    int fd = mkstemp(tele);
+    close(fd);
+    unlink(tele);
+    proc_result r;
+    run_dsspec(&r, "run", "-m", dir, "--ids", "0,5,9,14,3,8,22,31", "-n", "40", "--temp", "0", "--print-ids", "--quiet",
+               "--prefill-chunk", "2", "--mtp", "on", "--ignore-eos", NULL);
+    CHECK(r.status == 0 && r.err[0] == 0, "no progress by default when stderr is not a terminal: %s", r.err);
+    run_dsspec(&r, "run", "-m", dir, "--ids", "0,5,9,14,3,8,22,31", "-n", "40", "--temp", "0", "--print-ids", "--quiet",
+               "--prefill-chunk", "2", "--mtp", "on", "--ignore-eos", "--progress", "--progress-every", "0.01", "--telemetry", tele,
+               "--telemetry-every", "4", NULL);
+    CHECK(r.status == 0 && strstr(r.err, "] prefill 2/8 prompt rows") && strstr(r.err, "] prefill 8/8 prompt rows") &&
+          strstr(r.err, "/40 tokens | ") && strstr(r.err, "tok/s (recent ") && strstr(r.err, "| ETA ") &&
+          strstr(r.err, "| hit ") && strstr(r.err, "accepted") && !strchr(r.err, '\r'),
+          "--progress on a pipe: %s", r.err);
+    char *t = test_read_file(tele, NULL);
+    CHECK(t && strstr(t, "\"drafts\":") && !strstr(t, "\"drafts\":0,\"accepted\":0}"), "telemetry lines must carry live draft counts");
+    free(t);
+    unlink(tele);
+    run_dsspec(&r, "ab", "-m", dir, "--ids", "0,5,9", "-n", "20", "--temp", "0", "--progress", "--progress-every", "0.01", NULL);
+    CHECK(r.status == 0 && strstr(r.err, "[ab 1/2 MTP off") && strstr(r.err, "[ab 2/2 MTP on"), "ab progress must name the run: %s", r.err);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) { fprintf(stderr, "usage: test_cli DSSPEC EMBEDDED_MODEL FIXTURE...\n"); return 2; }
@@ -288,6 +322,7 @@ int main(int argc, char **argv)
             check_bad_flags(argv[i]);
             check_interrupt(argv[i], SIGINT, "SIGINT");
             check_interrupt(argv[i], SIGTERM, "SIGTERM");
+            check_progress(argv[i]);
         }
         ref_fixture_free(&f);
     }
