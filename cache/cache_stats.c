@@ -39,6 +39,23 @@ void cache_counters_submitted(cache_counters *s, int inflight_now)
     s->inflight_samples++;
 }
 
+void cache_counters_prefetch_issued(cache_counters *s, int layer)
+{
+    s->prefetch_issued++;
+    s->layer[layer].prefetch_issued++;
+}
+
+void cache_counters_prefetch_settled(cache_counters *s, int layer, int used, uint64_t ahead_ns)
+{
+    cache_layer_stats *l = &s->layer[layer];
+    if (used) {
+        s->prefetch_used++; l->prefetch_used++;
+        s->prefetch_ahead_ns += ahead_ns; l->prefetch_ahead_ns += ahead_ns;
+    } else {
+        s->prefetch_wasted++; l->prefetch_wasted++;
+    }
+}
+
 static int log2_bucket(uint64_t ns)
 {
     int b = 0;
@@ -80,6 +97,7 @@ int cache_counters_snapshot(const cache_counters *s, expert_cache_stats *out)
     out->evictions = s->evictions;
     out->prefetch_issued = s->prefetch_issued; out->prefetch_used = s->prefetch_used;
     out->prefetch_wasted = s->prefetch_wasted;
+    out->prefetch_ahead_ns = s->prefetch_ahead_ns;
     out->stall_ns = s->stall_ns;
     out->max_inflight = s->max_inflight;
     out->mean_inflight = s->inflight_samples ? (double)s->inflight_sum / (double)s->inflight_samples : 0;
@@ -98,6 +116,17 @@ void expert_cache_stats_release(expert_cache_stats *s)
 }
 
 static double ratio(uint64_t a, uint64_t b) { return b ? (double)a / (double)b : 0.0; }
+
+/* recall: share of would-be misses a guess caught; wasted per useful read; read time ahead. */
+static void add_prefetch_quality(cJSON *o, uint64_t issued, uint64_t used, uint64_t wasted, uint64_t misses, uint64_t ahead_ns)
+{
+    cJSON_AddNumberToObject(o, "issued", (double)issued);
+    cJSON_AddNumberToObject(o, "used", (double)used);
+    cJSON_AddNumberToObject(o, "wasted", (double)wasted);
+    cJSON_AddNumberToObject(o, "recall", ratio(used, used + misses));
+    cJSON_AddNumberToObject(o, "wasted_per_useful", ratio(wasted, used));
+    cJSON_AddNumberToObject(o, "read_ns_ahead_of_demand", (double)ahead_ns);
+}
 
 cJSON *expert_cache_stats_json(const expert_cache_stats *s)
 {
@@ -121,9 +150,7 @@ cJSON *expert_cache_stats_json(const expert_cache_stats *s)
     cJSON_AddNumberToObject(o, "read_latency_p99_ns", (double)s->latency_p99_ns);
     cJSON *pf = cJSON_AddObjectToObject(o, "prefetch");
     if (pf) {
-        cJSON_AddNumberToObject(pf, "issued", (double)s->prefetch_issued);
-        cJSON_AddNumberToObject(pf, "used", (double)s->prefetch_used);
-        cJSON_AddNumberToObject(pf, "wasted", (double)s->prefetch_wasted);
+        add_prefetch_quality(pf, s->prefetch_issued, s->prefetch_used, s->prefetch_wasted, s->misses, s->prefetch_ahead_ns);
     }
     /* log2 buckets: hist[b] counts reads of [2^b, 2^(b+1)) ns; trailing zeros trimmed */
     int last = CACHE_LATENCY_BUCKETS - 1;
@@ -140,6 +167,8 @@ cJSON *expert_cache_stats_json(const expert_cache_stats *s)
         cJSON_AddNumberToObject(lo, "hits", (double)ls->hits);
         cJSON_AddNumberToObject(lo, "misses", (double)ls->misses);
         cJSON_AddNumberToObject(lo, "bytes_read", (double)ls->bytes_read);
+        cJSON *lp = cJSON_AddObjectToObject(lo, "prefetch");
+        if (lp) add_prefetch_quality(lp, ls->prefetch_issued, ls->prefetch_used, ls->prefetch_wasted, ls->misses, ls->prefetch_ahead_ns);
         cJSON_AddItemToArray(layers, lo);
     }
     return o;
@@ -159,6 +188,9 @@ void expert_cache_stats_print(const expert_cache_stats *s, FILE *out)
             s->latency_p99_ns / 1e6);
     fprintf(out, "  in flight max %d mean %.1f; compute stalled on I/O %.3f s\n", s->max_inflight,
             s->mean_inflight, s->stall_ns / 1e9);
-    fprintf(out, "  prefetch issued %llu, used %llu, wasted %llu\n", (unsigned long long)s->prefetch_issued,
-            (unsigned long long)s->prefetch_used, (unsigned long long)s->prefetch_wasted);
+    fprintf(out, "  prefetch issued %llu, used %llu, wasted %llu: recall %.1f%% of would-be misses, %.2f wasted per useful, "
+            "%.3f s of reads ahead of demand\n", (unsigned long long)s->prefetch_issued,
+            (unsigned long long)s->prefetch_used, (unsigned long long)s->prefetch_wasted,
+            100 * ratio(s->prefetch_used, s->prefetch_used + s->misses), ratio(s->prefetch_wasted, s->prefetch_used),
+            s->prefetch_ahead_ns / 1e9);
 }

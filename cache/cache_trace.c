@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>
+#include <zlib.h>
 #include "cache/expert_cache.h"
 
 enum { TRACE_MAX_LAYER = 1 << 16, TRACE_MAX_EXPERT = 1 << 20 };
@@ -122,24 +123,64 @@ static int build_keys(cache_trace *t, const routed_vec *r)
     return 0;
 }
 
-cache_trace *cache_trace_load(const char *path, int layer_lo, int layer_hi, char *err, size_t errlen)
+/* One line of a (possibly gzip-compressed) file into *buf, grown as needed, without the limit
+ * gzgets' fixed buffer would impose. Length, 0 at the end, -1 on a read error or no memory. */
+static long gz_getline(gzFile f, char **buf, size_t *cap)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) { snprintf(err, errlen, "%s: cannot open trace: %s", path, strerror(errno)); return NULL; }
-    cache_trace *t = calloc(1, sizeof *t);
-    routed_vec r = {0};
+    size_t len = 0;
+    for (;;) {
+        if (*cap - len < 2) {
+            size_t ncap = *cap ? *cap * 2 : 4096;
+            char *nb = realloc(*buf, ncap);
+            if (!nb) return -1;
+            *buf = nb;
+            *cap = ncap;
+        }
+        if (!gzgets(f, *buf + len, (int)(*cap - len > (1u << 30) ? (1u << 30) : *cap - len))) {
+            int zerr;
+            gzerror(f, &zerr);
+            if (zerr != Z_OK && zerr != Z_STREAM_END) return -1;
+            return (long)len;
+        }
+        len += strlen(*buf + len);
+        if (len > 0 && (*buf)[len - 1] == '\n') return (long)len;
+    }
+}
+
+static int read_lines(gzFile f, const char *path, int lo, int hi, cache_trace *t, routed_vec *r,
+                      char *err, size_t errlen)
+{
     char *line = NULL;
     size_t cap = 0;
-    long lineno = 0;
-    ssize_t len;
-    int ok = t != NULL;
-    while (ok && (len = getline(&line, &cap, f)) >= 0) {
+    long lineno = 0, len;
+    int ok = 1;
+    while (ok && (len = gz_getline(f, &line, &cap)) > 0) {
         lineno++;
         if (strspn(line, " \t\r\n") == (size_t)len) continue; /* blank line */
-        if (parse_line(path, lineno, line, layer_lo, layer_hi, &r, err, errlen) < 0) ok = 0;
+        if (parse_line(path, lineno, line, lo, hi, r, err, errlen) < 0) ok = 0;
         else t->n_tokens++;
     }
-    if (ok && ferror(f)) { snprintf(err, errlen, "%s: read error: %s", path, strerror(errno)); ok = 0; }
+    if (ok && len < 0) {
+        int zerr;
+        const char *why = gzerror(f, &zerr);
+        snprintf(err, errlen, "%s: read error: %s", path, zerr == Z_ERRNO ? strerror(errno) : why);
+        ok = 0;
+    }
+    free(line);
+    return ok ? 0 : -1;
+}
+
+/* Plain and gzip-compressed traces alike: zlib reads an uncompressed file through unchanged. */
+cache_trace *cache_trace_load(const char *path, int layer_lo, int layer_hi, char *err, size_t errlen)
+{
+    errno = 0;
+    gzFile f = gzopen(path, "rb");
+    if (!f) { snprintf(err, errlen, "%s: cannot open trace: %s", path, errno ? strerror(errno) : "out of memory"); return NULL; }
+    cache_trace *t = calloc(1, sizeof *t);
+    routed_vec r = {0};
+    int ok = t != NULL;
+    if (!t) snprintf(err, errlen, "%s: out of memory", path);
+    if (ok && read_lines(f, path, layer_lo, layer_hi, t, &r, err, errlen) < 0) ok = 0;
     if (ok && r.n == 0) {
         snprintf(err, errlen, "%s: no routed experts in the trace%s", path, layer_lo >= 0 || layer_hi >= 0 ? " (within --layers)" : "");
         ok = 0;
@@ -149,10 +190,8 @@ cache_trace *cache_trace_load(const char *path, int layer_lo, int layer_hi, char
         if (rc == -2) { snprintf(err, errlen, "%s: layers x experts too large (%d x %d)", path, t->n_layers, t->n_experts); ok = 0; }
         else if (rc < 0) { snprintf(err, errlen, "%s: out of memory", path); ok = 0; }
     }
-    if (!t) snprintf(err, errlen, "%s: out of memory", path);
-    free(line);
     free(r.v);
-    fclose(f);
+    gzclose(f);
     if (!ok) { cache_trace_free(t); return NULL; }
     return t;
 }

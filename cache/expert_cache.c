@@ -19,7 +19,7 @@ typedef struct {
     uint8_t state;
     uint8_t prefetched;    /* read on a guess and not requested yet */
     int pins;
-    uint64_t issued_ns;
+    uint64_t issued_ns, landed_ns; /* landed_ns: 0 while loading */
 } slot_info;
 
 struct expert_cache {
@@ -159,8 +159,8 @@ static void prefetch_settle(expert_cache *c, slot_info *si, int used)
     if (!si->prefetched) return;
     si->prefetched = 0;
     c->prefetch_outstanding--;
-    if (used) c->stats.prefetch_used++;
-    else c->stats.prefetch_wasted++;
+    uint64_t ahead = used ? (si->landed_ns ? si->landed_ns : cache_now_ns()) - si->issued_ns : 0;
+    cache_counters_prefetch_settled(&c->stats, si->key / c->n_experts, used, ahead);
 }
 
 static void slot_clear(expert_cache *c, int s)
@@ -195,7 +195,7 @@ static int slot_submit(expert_cache *c, int s, int key, int prefetched)
         slot_clear(c, s);
         return -1;
     }
-    if (prefetched) { c->stats.prefetch_issued++; c->prefetch_outstanding++; }
+    if (prefetched) { cache_counters_prefetch_issued(&c->stats, layer); c->prefetch_outstanding++; }
     cache_counters_submitted(&c->stats, expert_reader_inflight(c->reader));
     return 0;
 }
@@ -249,6 +249,7 @@ static int reap(expert_cache *c, int min_complete)
         if (status[i] < 0) { read_failed(c, s, status[i]); continue; }
         int key = c->slot[s].key;
         c->slot[s].state = SLOT_READY;
+        c->slot[s].landed_ns = now;
         int layer = key / c->n_experts;
         cache_counters_completed(&c->stats, layer, payload_bytes(c->ck, layer, key % c->n_experts),
                                  now - c->slot[s].issued_ns);

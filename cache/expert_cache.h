@@ -139,7 +139,15 @@ const char *expert_cache_error(void *cache);
 
 enum { CACHE_LATENCY_BUCKETS = 48 }; /* bucket b counts reads of [2^b, 2^(b+1)) ns */
 
-typedef struct { uint64_t hits, misses, bytes_read; } cache_layer_stats;
+/* Per layer. A request served by a prefetched slot counts as a hit and as prefetch_used;
+ * "would-be misses" are misses + prefetch_used, so prefetch recall = used / (used + misses).
+ * prefetch_ahead_ns sums, over used guesses, how much of their read was done before the request
+ * (the whole read when it had landed): the stall a demand read at that moment would have had to
+ * cover at most. */
+typedef struct {
+    uint64_t hits, misses, bytes_read;
+    uint64_t prefetch_issued, prefetch_used, prefetch_wasted, prefetch_ahead_ns;
+} cache_layer_stats;
 
 typedef struct {
     cache_policy_kind policy;
@@ -147,6 +155,7 @@ typedef struct {
     size_t slot_bytes;
     uint64_t hits, misses, bytes_read, reads_completed, read_errors, evictions;
     uint64_t prefetch_issued, prefetch_used, prefetch_wasted;
+    uint64_t prefetch_ahead_ns;    /* sum of the layers' prefetch_ahead_ns */
     uint64_t stall_ns;             /* time acquire_any waited for a read with nothing ready */
     int max_inflight;
     double mean_inflight;          /* reads in flight, sampled just after each submit */

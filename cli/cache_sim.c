@@ -169,7 +169,7 @@ int cli_cache_sim(int argc, char **argv)
         {FLAG_CUSTOM, "--slots", "N[,N...]", &a, .parse = parse_slots, .help = "cache sizes in experts (a list prints a curve)"},
         {FLAG_CUSTOM, "--policy", "P[,P...]", &a, .parse = parse_policies, .help = "lru | lfu | arc | opt (Belady's offline optimum) | all; default all"},
         {FLAG_CUSTOM, "--layers", "A-B", &a, .parse = parse_layers, .help = "only MoE layers A..B (inclusive; A- or -B leave a side open)"},
-        {FLAG_INT, "--lfu-halve-every", "N", &a.lfu_halve_every, 1, 1 << 30, .help = "LFU aging: halve all counts every N requests (default 4 x keys)"},
+        {FLAG_INT, "--lfu-halve-every", "N", &a.lfu_halve_every, 1, 1 << 30, .help = "LFU aging: halve all counts every N requests (default: the number of keys)"},
         {FLAG_SWITCH, "--json", NULL, &a.json, .help = "one JSON object instead of the table"},
     };
     int rc = flags_parse("cache-sim", "usage: dsspec cache-sim --trace FILE --slots N[,N...] [--policy P[,P...]] [flags]\n"

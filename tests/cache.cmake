@@ -4,6 +4,10 @@ foreach(t test_cache_policy test_cache_opt)
   target_link_libraries(${t} PRIVATE dsspec_cache)
   add_test(NAME ${t} COMMAND ${t})
 endforeach()
+# The trace loader on plain and gzip-compressed files (the test writes them with zlib).
+add_executable(test_cache_trace ${CMAKE_SOURCE_DIR}/tests/test_cache_trace.c)
+target_link_libraries(test_cache_trace PRIVATE dsspec_cache PkgConfig::ZLIB)
+add_test(NAME test_cache_trace COMMAND test_cache_trace)
 # The live cache over the real reader, reads reordered; its synthetic shard goes under the build
 # directory (a real disk) because O_DIRECT may be refused on tmpfs.
 add_executable(test_cache_live ${CMAKE_SOURCE_DIR}/tests/test_cache_live.c)

@@ -394,6 +394,11 @@ static void test_prefetch_accounting(void)
     CHECK(s.prefetch_issued == 2 && s.prefetch_used == 1 && s.prefetch_wasted == 1, "prefetch %llu/%llu/%llu",
           (unsigned long long)s.prefetch_issued, (unsigned long long)s.prefetch_used, (unsigned long long)s.prefetch_wasted);
     CHECK(s.layer[1].hits == 1 && s.layer[1].misses == 1 && s.layer[0].misses == 2, "layer counts");
+    /* the guesses were for layer 1: 2 issued, expert 3 used, expert 4 wasted; the used one's read
+     * started before layer 1 asked for it */
+    CHECK(s.layer[1].prefetch_issued == 2 && s.layer[1].prefetch_used == 1 && s.layer[1].prefetch_wasted == 1 &&
+          s.layer[0].prefetch_issued == 0, "per-layer prefetch counts");
+    CHECK(s.layer[1].prefetch_ahead_ns > 0 && s.prefetch_ahead_ns == s.layer[1].prefetch_ahead_ns, "read time ahead of demand");
     CHECK(s.reads_completed == 5, "reads %llu", (unsigned long long)s.reads_completed);
     /* the cache honours every guess it has room for (whether to guess is the forward pass's choice) */
     int g = 7;
@@ -409,6 +414,14 @@ static void test_prefetch_accounting(void)
     CHECK(!strcmp(cJSON_GetObjectItem(back, "policy")->valuestring, "lru"), "json policy");
     CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(back, "prefetch"), "wasted")->valuedouble == 1, "json prefetch");
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(back, "layers")) == 2, "json layers");
+    /* recall = used / (used + misses): layer 1 caught 1 of its 2 would-be misses; overall 1 of 4
+     * (layer 0's 2 misses count too); wasted per useful 1 / 1 */
+    cJSON *pf = cJSON_GetObjectItem(back, "prefetch");
+    cJSON *layer1 = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(back, "layers"), 1), "prefetch");
+    CHECK(pf && cJSON_GetObjectItem(pf, "recall")->valuedouble == 0.25 && cJSON_GetObjectItem(pf, "wasted_per_useful")->valuedouble == 1,
+          "json prefetch recall / waste");
+    CHECK(layer1 && cJSON_GetObjectItem(layer1, "recall")->valuedouble == 0.5 && cJSON_GetObjectItem(layer1, "issued")->valuedouble == 2,
+          "json layer 1 prefetch");
     cJSON_Delete(back);
     cJSON_free(text);
     cJSON_Delete(j);

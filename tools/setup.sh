@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
-PKGS="build-essential cmake pkg-config liburing-dev libjemalloc-dev libcjson-dev libpcre2-dev libmicrohttpd-dev ca-certificates"
+PKGS="build-essential cmake pkg-config liburing-dev libjemalloc-dev libcjson-dev libpcre2-dev libmicrohttpd-dev zlib1g-dev ca-certificates"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
