@@ -72,6 +72,11 @@ int model_reserve_scratch(model *m, int max_rows, int ctx, char *err, size_t err
     if (old->base && old->ctx > ctx) ctx = old->ctx;
     scratch s = {0};
     size_t bytes = carve(m, max_rows, NULL, &s);
+    if (old->base && bytes == old->bytes) { /* only more positions: the same arena serves them */
+        m->scratch.max_rows = max_rows;
+        m->scratch.ctx = ctx;
+        return 0;
+    }
     char *base = aligned_alloc(64, bytes);
     if (!base) {
         error_set(err, errlen, "out of memory for the forward pass's scratch (%zu bytes for %d rows over %d positions)", bytes, max_rows, ctx);

@@ -31,16 +31,24 @@ static dsspec_stop_reason stop_reason(const gen_stats *g, int rc, int stopped_by
     return stopped_by_callback ? DSSPEC_STOP_CALLBACK : DSSPEC_STOP_MAX_TOKENS;
 }
 
-/* The step hook remembers whether the caller asked to stop, so the stop reason is the truth. */
+/* The step hook remembers whether the caller asked to stop, so the stop reason is the truth, and
+ * brings the caller's counters up to date first, so telemetry read from them during the run is live
+ * (acceptance against context length over a night). */
 typedef struct {
     const dsspec_generate_params *p;
     int stopped;
+    const gen_stats *live;
+    dsspec_gen_stats *st;
 } step_relay;
 
 static int relay_step(void *ctx, int generated)
 {
     step_relay *r = ctx;
     if (!r->p->on_step) return 0;
+    r->st->generated = generated;
+    r->st->main_passes = r->live->main_passes;
+    r->st->drafts = r->live->drafts;
+    r->st->accepted = r->live->accepted;
     r->stopped = r->p->on_step(r->p->ctx, generated) != 0;
     return r->stopped;
 }
@@ -59,12 +67,12 @@ int dsspec_generate(dsspec *e, const int *prompt, int n, const dsspec_generate_p
     }
     sampler *smp = sampler_create(e->info.vocab_size, st->temperature, st->top_p, p->seed);
     if (!smp) { error_set(err, errlen, "out of memory"); st->stopped_by = DSSPEC_STOP_IO_ERROR; return -1; }
-    step_relay relay = {p, 0};
+    gen_stats gs = {0};
+    step_relay relay = {p, 0, &gs, st};
     gen_options g = {.mtp = e->opt.mtp, .max_new = p->max_new, .eos_id = p->ignore_eos ? -1 : e->info.eos_id,
                      .ctx = e->opt.ctx, .prefill_chunk = e->opt.prefill_chunk, .prefetch = e->opt.prefetch,
                      .kv_bf16 = e->opt.kv_bf16, .sampler = smp, .on_token = p->on_token, .token_ctx = p->ctx,
                      .on_step = relay_step, .step_ctx = &relay, .on_route = p->on_route, .route_ctx = p->ctx};
-    gen_stats gs;
     int rc = generate(e->m, &e->provider, prompt, n, &g, &gs, err, errlen);
     sampler_free(smp);
     st->generated = gs.generated;
