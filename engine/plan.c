@@ -181,6 +181,20 @@ static int kv_layers(const model_config *c, const dsspec_options *o)
     return c->num_hidden_layers + (o->mtp ? 1 : 0);
 }
 
+/* Bytes the budget leaves for the KV beside the resident weights, the buffers and the smallest
+ * cache that runs (or the --cache-gib asked for). */
+static uint64_t room_for_kv(const dsspec_options *o, const dsspec_plan *p)
+{
+    uint64_t cache = o->cache_gib > 0 ? (uint64_t)(o->cache_gib * (1ull << 30)) : (uint64_t)p->min_slots * p->slot_bytes;
+    uint64_t fixed = p->resident + p->scratch + cache;
+    return fixed < p->budget ? p->budget - fixed : 0;
+}
+
+static int answer_ctx(const model_config *c)
+{
+    return c->max_position_embeddings < DEFAULT_CTX ? c->max_position_embeddings : DEFAULT_CTX;
+}
+
 /* The default is the room a reasoning answer needs, or the model's maximum when smaller. The
  * context is the answer's room and the expert cache only its speed (an answer cut short is lost
  * work, a smaller cache is a slower night), so the KV comes before the cache: the default shrinks
@@ -188,20 +202,34 @@ static int kv_layers(const model_config *c, const dsspec_options *o)
  * buffers and the smallest cache that runs (or the --cache-gib asked for). */
 int engine_default_ctx(const model_config *c, const dsspec_options *o, const dsspec_plan *p, const char **why)
 {
-    int ctx = c->max_position_embeddings < DEFAULT_CTX ? c->max_position_embeddings : DEFAULT_CTX;
+    int ctx = answer_ctx(c);
     const char *rule = ctx == DEFAULT_CTX ? "default: a reasoning answer's 32k" : "default: the model's maximum";
-    dtype_t dt = o->kv_bf16 ? DTYPE_BF16 : DTYPE_F32;
-    if (p) {
-        uint64_t cache = o->cache_gib > 0 ? (uint64_t)(o->cache_gib * (1ull << 30)) : (uint64_t)p->min_slots * p->slot_bytes;
-        uint64_t fixed = p->resident + p->scratch + cache, per_1k = kv_cache_bytes(c, kv_layers(c, o), 1024, dt);
-        if (fixed + kv_cache_bytes(c, kv_layers(c, o), ctx, dt) > p->budget) {
-            uint64_t k = fixed < p->budget ? (p->budget - fixed) / per_1k : 0;
-            ctx = k < 1 ? 1024 : (int)k * 1024 < ctx ? (int)k * 1024 : ctx;
-            rule = "default: what the budget holds";
-        }
+    dtype_t dt = o->kv_bf16 > 0 ? DTYPE_BF16 : DTYPE_F32;
+    if (p && kv_cache_bytes(c, kv_layers(c, o), ctx, dt) > room_for_kv(o, p)) {
+        uint64_t k = room_for_kv(o, p) / kv_cache_bytes(c, kv_layers(c, o), 1024, dt);
+        ctx = k < 1 ? 1024 : (int)k * 1024 < ctx ? (int)k * 1024 : ctx;
+        rule = "default: what the budget holds";
     }
     if (why) *why = rule;
     return ctx;
+}
+
+/* The KV precision when --kv-dtype is not given. Measured on the embedded model
+ * (bench/attention/kv_precision.c): BF16 costs +0.009% held-out perplexity, but greedy runs leave
+ * the F32 trajectory after 600-1500 tokens, while two F32 runs that differ only in summation order
+ * agree on all 4096. So F32, exact and what `--temp 0` promises to match, whenever the budget holds
+ * its KV for the context; BF16 only when F32 would not fit, since a context cut short costs more
+ * than a 0.009% perplexity. */
+static void choose_kv_dtype(dsspec_options *o, const model_config *c, dsspec_plan *p)
+{
+    if (o->kv_bf16 >= 0) {
+        p->kv_note = "--kv-dtype";
+        return;
+    }
+    int ctx = o->ctx > 0 ? o->ctx : answer_ctx(c);
+    int fits = kv_cache_bytes(c, kv_layers(c, o), ctx, DTYPE_F32) <= room_for_kv(o, p);
+    o->kv_bf16 = !fits;
+    p->kv_note = fits ? "default: exact, the budget holds it" : "default: f32 would not fit the context";
 }
 
 int engine_plan_memory(dsspec *e, size_t slot_bytes, char *err, size_t errlen)
@@ -227,6 +255,8 @@ int engine_plan_memory(dsspec *e, size_t slot_bytes, char *err, size_t errlen)
     p->min_slots = expert_cache_min_slots(c->num_experts_per_tok, o->mtp ? 2 : 1);
     p->ctx_max = c->max_position_embeddings;
     p->ctx_note = "--ctx";
+    choose_kv_dtype(&e->opt, c, p);
+    p->kv_bf16 = o->kv_bf16;
     if (o->ctx <= 0) e->opt.ctx = p->ctx = engine_default_ctx(c, o, p, &p->ctx_note);
     if (model_reserve_scratch(e->m, rows, o->ctx, err, errlen)) return -1;
     p->kv = kv_cache_bytes(c, kv_layers(c, o), o->ctx, o->kv_bf16 ? DTYPE_BF16 : DTYPE_F32);
@@ -239,9 +269,9 @@ int engine_plan_memory(dsspec *e, size_t slot_bytes, char *err, size_t errlen)
 static void print_ctx_line(const dsspec_plan *p, FILE *out)
 {
     double per_1k = p->ctx ? (double)p->kv / p->ctx * 1024 : 0;
-    fprintf(out, "dsspec plan: ctx %d (%s; model maximum %d), KV %s: each 1k of context costs %.2f MiB = %.2f expert slots\n",
-            p->ctx, p->ctx_note ? p->ctx_note : "--ctx", p->ctx_max, p->kv_bf16 ? "bf16" : "f32", per_1k / 1048576.0,
-            p->slot_bytes ? per_1k / p->slot_bytes : 0.0);
+    fprintf(out, "dsspec plan: ctx %d (%s; model maximum %d), KV %s (%s): each 1k of context costs %.2f MiB = %.2f expert slots\n",
+            p->ctx, p->ctx_note ? p->ctx_note : "--ctx", p->ctx_max, p->kv_bf16 ? "bf16" : "f32",
+            p->kv_note ? p->kv_note : "--kv-dtype", per_1k / 1048576.0, p->slot_bytes ? per_1k / p->slot_bytes : 0.0);
 }
 
 void dsspec_plan_print(const dsspec_plan *p, FILE *out)
