@@ -130,16 +130,24 @@ void attention_row(thread_pool *pool, const attention_kv *kv, int n, const float
 
 /* ---------- the scalar path ---------- */
 
+/* Four interleaved partial sums: independent add chains (the reference tests run this path too). */
+static float dot(const float *a, const float *b, int n)
+{
+    float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    int k = 0;
+    for (; k + 4 <= n; k += 4)
+        for (int i = 0; i < 4; i++) p[i] += a[k + i] * b[k + i];
+    for (; k < n; k++) p[0] += a[k] * b[k];
+    return (p[0] + p[1]) + (p[2] + p[3]);
+}
+
 static void attn_scores(const float *ql, const float *qr, int nh, const float *lat, const float *kr, int nt, int R,
                         int rope, float scale, float *s)
 {
     for (int h = 0; h < nh; h++)
-        for (int t = 0; t < nt; t++) {
-            float d = 0.0f;
-            for (int k = 0; k < R; k++) d += ql[(size_t)h * R + k] * lat[(size_t)t * R + k];
-            for (int k = 0; k < rope; k++) d += qr[(size_t)h * rope + k] * kr[(size_t)t * rope + k];
-            s[h * ATTN_BLOCK + t] = d * scale;
-        }
+        for (int t = 0; t < nt; t++)
+            s[h * ATTN_BLOCK + t] = (dot(ql + (size_t)h * R, lat + (size_t)t * R, R) +
+                                     dot(qr + (size_t)h * rope, kr + (size_t)t * rope, rope)) * scale;
 }
 
 static void attn_softmax_block(float *s, int nh, int nt, float *m, float *l, float *alpha)
