@@ -69,8 +69,8 @@ const flag *run_flags(run_options *o, int *n)
         {FLAG_CUSTOM, "--prefetch", "on|off", &e->prefetch, .parse = flag_parse_on_off, .help = "router-lookahead prefetch of the next layer's experts (default on)"},
         {FLAG_STRING, "--io", "auto|uring|pread", &o->io, .help = "expert read backend (default auto: io_uring + O_DIRECT, else pread)"},
         {FLAG_INT, "--queue-depth", "N", &e->queue_depth, 1, 4096, .help = "expert reads in flight at most (default 16)"},
-        {FLAG_INT, "--ctx|-c|--ctx-size", "N", &e->ctx, 2, 1 << 24, .help = "context length in tokens, KV is sized for it (default 4096)"},
-        {FLAG_STRING, "--kv-dtype", "f32|bf16", &o->kv_dtype, .help = "latent KV cache precision (default f32, exact; bf16 halves its memory)"},
+        {FLAG_INT, "--ctx|-c|--ctx-size", "N", &e->ctx, 2, 1 << 24, .help = "context length in tokens, KV is sized for it (default: the model's maximum up to 32768, less only if the budget cannot hold its KV; the plan says)"},
+        {FLAG_STRING, "--kv-dtype", "f32|bf16", &o->kv_dtype, .help = "latent KV cache precision (default f32, exact, when the budget holds it for the context, else bf16: half the memory, +0.009% held-out perplexity)"},
         {FLAG_SECTION, .help = "compute"},
         {FLAG_INT, "-t|--threads", "N", &e->threads, 1, 1024, .help = threads_help},
         {FLAG_STRING, "--cpu-features", "P", &o->cpu, .help = "highest kernel path: scalar | avx2 | avx512 (default: best available)"},
@@ -106,7 +106,7 @@ int run_options_finish(run_options *o, const char *cmd)
         return flags_usage_error(cmd, "--io: expected auto, uring or pread, got '%s'", o->io);
     if (o->kv_dtype && strcmp(o->kv_dtype, "f32") && strcmp(o->kv_dtype, "bf16"))
         return flags_usage_error(cmd, "--kv-dtype: expected f32 or bf16, got '%s'", o->kv_dtype);
-    e->kv_bf16 = o->kv_dtype && !strcmp(o->kv_dtype, "bf16");
+    if (o->kv_dtype) e->kv_bf16 = !strcmp(o->kv_dtype, "bf16");
     if (o->cpu && dsspec_check_cpu_features(o->cpu, err, sizeof err)) return flags_usage_error(cmd, "%s", err);
     e->cpu_features = o->cpu;
     if (o->messages_file && o->messages_file[0] == '-' && o->messages_file[1])
@@ -158,9 +158,8 @@ static int open_engine(const run_options *o, int quiet_output, dsspec **e, char 
 }
 
 /* A prompt that cannot run fails here, before the plan or anything else is printed. */
-static int check_prompt_fits(const run_options *o, int n_prompt, char *err, size_t errlen)
+static int check_prompt_fits(int ctx, int n_prompt, char *err, size_t errlen)
 {
-    int ctx = o->engine.ctx;
     if (n_prompt == 0) { snprintf(err, errlen, "empty prompt: at least one token is needed"); return -1; }
     if (n_prompt + 1 > ctx) {
         snprintf(err, errlen, "prompt of %d tokens does not fit --ctx %d (the first generated token needs one more position)", n_prompt, ctx);
@@ -225,9 +224,9 @@ int run_once(const run_options *o, int quiet_output, run_result *res)
     if ((rc = open_engine(o, quiet_output, &e, err, sizeof err)) == 0) {
         res->plan = *dsspec_get_plan(e);
         res->plan.io_note = NULL; /* owned by the reader, gone after close */
-        rc = (n_prompt = prompt_ids(o, e, &prompt, err, sizeof err)) < 0 || check_prompt_fits(o, n_prompt, err, sizeof err);
+        rc = (n_prompt = prompt_ids(o, e, &prompt, err, sizeof err)) < 0 || check_prompt_fits(res->plan.ctx, n_prompt, err, sizeof err);
         if (!rc && o->verbose) print_prompt_ids(prompt, n_prompt);
-                if (!rc && session) rc = dsspec_session_check(session, e, prompt, n_prompt, &o->gen, err, sizeof err) ? 1 : 0;
+        if (!rc && session) rc = dsspec_session_check(session, e, prompt, n_prompt, &o->gen, err, sizeof err) ? 1 : 0;
         if (!rc) rc = generate_and_report(&out, o, e, session, prompt, n_prompt, res, err, sizeof err);
     }
     if (rc && rc != DSSPEC_EXIT_SIGNAL && err[0]) fprintf(stderr, "dsspec: %s\n", err);

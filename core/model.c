@@ -109,8 +109,8 @@ static void queries(model *m, const layer_weights *lw, const float *xn, const in
 
 /* Absorbed MLA in three stages over a batch of rows:
  *  1. per head, for all rows at once: fold kv_b's k_nope block into the query (q_lat = W_kb^T q_nope);
- *  2. per row: scores of all heads against the cached latents and rotated keys (one product over
- *     the cache, read once for every head), softmax, attention-weighted latents;
+ *  2. per row: scores of all heads against the cached latents and rotated keys, softmax,
+ *     attention-weighted latents (core/attention.c: blocks of the cache read once per group of heads);
  *  3. per head, for all rows at once: kv_b's v block applied to the weighted latent. */
 typedef struct {
     const layer_weights *lw;
@@ -139,52 +139,17 @@ static void value_projection(void *arg, int h)
                  j->out + (size_t)h * j->v, j->heads * j->v);
 }
 
-/* Stage 2 for one group of heads of one row: the cache is read once per group, not per head. */
-enum { HEADS_PER_GROUP = 16 };
-typedef struct {
-    const matrix *latent;
-    const float *probs;    /* [heads][n] */
-    float *o_lat;          /* [heads][R] of this row */
-    int heads, n, R;
-} weighted_latent_job;
-
-static void weighted_latents(void *arg, int g)
-{
-    const weighted_latent_job *j = arg;
-    int h0 = g * HEADS_PER_GROUP, nh = j->heads - h0 < HEADS_PER_GROUP ? j->heads - h0 : HEADS_PER_GROUP;
-    matvec_t_range(j->latent, 0, j->n, j->probs + (size_t)h0 * j->n, j->n, nh, j->o_lat + (size_t)h0 * j->R, j->R);
-}
-
-/* Softmax of each head's scaled latent + rope scores over positions 0..n-1, in place in s. */
-static void softmax_heads(float *s, const float *sr, int heads, int n, float scale)
-{
-    for (int h = 0; h < heads; h++, s += n, sr += n) {
-        float mx = -INFINITY;
-        for (int t = 0; t < n; t++) {
-            s[t] = (s[t] + sr[t]) * scale;
-            if (s[t] > mx) mx = s[t];
-        }
-        double sum = 0;
-        for (int t = 0; t < n; t++) { s[t] = expf(s[t] - mx); sum += s[t]; }
-        float inv = (float)(1.0 / sum);
-        for (int t = 0; t < n; t++) s[t] *= inv;
-    }
-}
-
+/* Stage 2 for one row: every head against positions 0..pos of the cache (core/attention.c). */
 static void attend_row(model *m, const kv_cache *kv, int kv_layer, const float *q_lat, const float *q_rope, int pos,
                        float *o_lat)
 {
     const model_config *c = &m->cfg;
-    int heads = c->num_attention_heads, rope = c->qk_rope_head_dim, R = c->kv_lora_rank, n = pos + 1;
-    float *scores = m->scratch.scores, *rope_scores = scores + (size_t)heads * n;
+    int R = c->kv_lora_rank, rope = c->qk_rope_head_dim;
     size_t es = dtype_size(kv->dtype);
-    matrix latent = {kv->dtype, n, R, (const char *)kv->latent + (size_t)kv_layer * kv->ctx * R * es, NULL};
-    matrix krope = {kv->dtype, n, rope, (const char *)kv->krope + (size_t)kv_layer * kv->ctx * rope * es, NULL};
-    matvec(m->pool, &latent, q_lat, heads, scores);
-    matvec(m->pool, &krope, q_rope, heads, rope_scores);
-    softmax_heads(scores, rope_scores, heads, n, (float)m->attn_scale);
-    weighted_latent_job w = {&latent, scores, o_lat, heads, n, R};
-    thread_pool_for(m->pool, (heads + HEADS_PER_GROUP - 1) / HEADS_PER_GROUP, weighted_latents, &w);
+    attention_kv a = {c->num_attention_heads, R, rope, kv->dtype,
+                      (const char *)kv->latent + (size_t)kv_layer * kv->ctx * R * es,
+                      (const char *)kv->krope + (size_t)kv_layer * kv->ctx * rope * es, (float)m->attn_scale};
+    attention_row(m->pool, &a, pos + 1, q_lat, q_rope, o_lat, m->scratch.attn);
 }
 
 /* xn: [nb][H] normalized input; out: [nb][H] attention output (before the residual add). */

@@ -4,6 +4,7 @@
 #ifndef DSSPEC_MODEL_INTERNAL_H
 #define DSSPEC_MODEL_INTERNAL_H
 
+#include "core/attention.h"
 #include "core/kernels.h"
 #include "core/model.h"
 #include "core/rope.h"
@@ -39,7 +40,7 @@ typedef struct {
     float *q_lat, *o_lat;       /* [rows][heads][R] absorbed query, attention-weighted latent */
     float *q_rope;              /* [rows][heads][qk_rope] */
     float *heads_out;           /* [rows][heads][v_head_dim] */
-    float *scores;              /* [heads][2][ctx] one row's latent and rope scores */
+    void *attn;                 /* attention_scratch_bytes: one row's chunk partials, conversion buffers */
     float *act, *act2;          /* [rows][widest MLP intermediate] */
     float *router_logits;       /* [rows][E] */
     float *router_scratch;      /* [2E] */

@@ -16,8 +16,9 @@ static void *take(char *base, size_t *off, size_t count, size_t size)
 
 static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
-/* Lays the buffers out for rows rows over ctx positions; returns the arena's size. */
-static size_t carve(const model *m, int rows, int ctx, char *base, scratch *s)
+/* Lays the buffers out for rows rows; returns the arena's size. Nothing in it grows with the
+ * context: attention keeps a running softmax instead of a score per position. */
+static size_t carve(const model *m, int rows, char *base, scratch *s)
 {
     const model_config *c = &m->cfg;
     size_t off = 0, n = (size_t)rows, H = c->hidden_size, E = c->n_routed_experts, k = c->num_experts_per_tok;
@@ -34,7 +35,7 @@ static size_t carve(const model *m, int rows, int ctx, char *base, scratch *s)
     TAKE(o_lat, n * heads * R);
     TAKE(q_rope, n * heads * rope);
     TAKE(heads_out, n * heads * c->v_head_dim);
-    TAKE(scores, heads * 2 * (size_t)ctx);
+    s->attn = take(base, &off, attention_scratch_bytes((int)heads, (int)R, (int)rope, thread_pool_size(m->pool)), 1);
     TAKE(act, n * inter);
     TAKE(act2, n * inter);
     TAKE(router_logits, n * E);
@@ -70,14 +71,19 @@ int model_reserve_scratch(model *m, int max_rows, int ctx, char *err, size_t err
     if (old->base && old->max_rows > max_rows) max_rows = old->max_rows;
     if (old->base && old->ctx > ctx) ctx = old->ctx;
     scratch s = {0};
-    size_t bytes = carve(m, max_rows, ctx, NULL, &s);
+    size_t bytes = carve(m, max_rows, NULL, &s);
+    if (old->base && bytes == old->bytes) { /* only more positions: the same arena serves them */
+        m->scratch.max_rows = max_rows;
+        m->scratch.ctx = ctx;
+        return 0;
+    }
     char *base = aligned_alloc(64, bytes);
     if (!base) {
         error_set(err, errlen, "out of memory for the forward pass's scratch (%zu bytes for %d rows over %d positions)", bytes, max_rows, ctx);
         return -1;
     }
     memset(base, 0, bytes);
-    carve(m, max_rows, ctx, base, &s);
+    carve(m, max_rows, base, &s);
     s.max_rows = max_rows;
     s.ctx = ctx;
     s.bytes = bytes;

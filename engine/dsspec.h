@@ -62,8 +62,8 @@ typedef struct {
     int prefetch;                /* router-lookahead prefetch of the next layer's experts */
     dsspec_io_backend io;
     int queue_depth;             /* expert reads in flight at most */
-    int ctx;                     /* positions the latent KV cache holds */
-    int kv_bf16;                 /* latent KV in BF16 (half the memory) instead of F32 (exact) */
+    int ctx;                     /* positions the latent KV cache holds; 0: the default (the plan's ctx_note says which) */
+    int kv_bf16;                 /* latent KV in BF16 (half the memory) instead of F32 (exact); -1: F32 when the budget holds it */
     int prefill_chunk;           /* prompt rows per forward pass */
     int load_tokenizer;          /* 1: load the checkpoint's tokenizer.json (text in and out) */
     dsspec_expert_source experts;
@@ -124,6 +124,9 @@ typedef struct {
     uint64_t slot_bytes;         /* one expert slot (4 KiB-widened pieces) */
     int slots, min_slots, total_experts;
     int ctx, prefill_chunk, mtp, prefetch, kv_bf16;
+    int ctx_max;                 /* the model's max_position_embeddings */
+    const char *ctx_note;        /* how ctx was chosen: "--ctx", or which default rule */
+    const char *kv_note;         /* how the KV precision was chosen */
     const char *cache_policy, *io_backend, *io_note;
 } dsspec_plan;
 

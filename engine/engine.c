@@ -14,7 +14,8 @@ void dsspec_options_default(dsspec_options *o)
     o->prefetch = 1;
     o->io = DSSPEC_IO_AUTO;
     o->queue_depth = 16;
-    o->ctx = 4096;
+    o->ctx = 0;      /* engine_default_ctx (engine/plan.c) */
+    o->kv_bf16 = -1; /* F32 when the budget holds it (engine/plan.c) */
     o->prefill_chunk = 64;
     o->load_tokenizer = 1;
 }
@@ -101,6 +102,8 @@ dsspec *dsspec_open(const dsspec_options *o, int *usage_error, char *err, size_t
     if (e->opt.prefill_chunk < 1) e->opt.prefill_chunk = 1;
     if (open_model(e, err, errlen)) goto fail;
     if (e->opt.experts == DSSPEC_EXPERTS_DIRECT) {
+        if (e->opt.kv_bf16 < 0) e->opt.kv_bf16 = 0; /* no budget to fit: exact */
+        if (e->opt.ctx <= 0) e->opt.ctx = engine_default_ctx(model_get_config(e->m), &e->opt, NULL, NULL);
         if (!(e->direct = expert_direct_create(e->ck))) { error_set(err, errlen, "out of memory"); goto fail; }
         e->provider = expert_direct_provider(e->direct);
     } else if (open_expert_cache(e, usage_error, err, errlen)) {

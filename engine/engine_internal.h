@@ -48,6 +48,10 @@ io_backend engine_io_backend(dsspec_io_backend b);
 /* Divides the budget (engine/plan.c) and reserves the model's scratch arena; fills e->plan.
  * 0, or -1 with err when the budget or --cache-gib cannot be honoured. */
 int engine_plan_memory(dsspec *e, size_t slot_bytes, char *err, size_t errlen);
+/* The context when --ctx is not given (engine/plan.c): min(max_position_embeddings, 32768), less
+ * only when the budget cannot hold its KV. p: the plan so far (budget, resident, buffers, slot
+ * size), or NULL when there is no budget to fit (no expert cache). *why (if given) says which rule. */
+int engine_default_ctx(const model_config *c, const dsspec_options *o, const dsspec_plan *p, const char **why);
 
 /* Sessions (engine/session.c), driven by dsspec_generate. */
 /* Checks this generation against the file's header (refusing another prompt or output-changing

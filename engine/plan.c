@@ -173,6 +173,65 @@ static int check_min_slots(const dsspec_options *o, const model_config *c, const
     return -1;
 }
 
+/* A night's answer: R1's own evaluations let it generate up to 32,768 tokens of reasoning. */
+#define DEFAULT_CTX 32768
+
+static int kv_layers(const model_config *c, const dsspec_options *o)
+{
+    return c->num_hidden_layers + (o->mtp ? 1 : 0);
+}
+
+/* Bytes the budget leaves for the KV beside the resident weights, the buffers and the smallest
+ * cache that runs (or the --cache-gib asked for). */
+static uint64_t room_for_kv(const dsspec_options *o, const dsspec_plan *p)
+{
+    uint64_t cache = o->cache_gib > 0 ? (uint64_t)(o->cache_gib * (1ull << 30)) : (uint64_t)p->min_slots * p->slot_bytes;
+    uint64_t fixed = p->resident + p->scratch + cache;
+    return fixed < p->budget ? p->budget - fixed : 0;
+}
+
+static int answer_ctx(const model_config *c)
+{
+    return c->max_position_embeddings < DEFAULT_CTX ? c->max_position_embeddings : DEFAULT_CTX;
+}
+
+/* The default is the room a reasoning answer needs, or the model's maximum when smaller. The
+ * context is the answer's room and the expert cache only its speed (an answer cut short is lost
+ * work, a smaller cache is a slower night), so the KV comes before the cache: the default shrinks
+ * (to a multiple of 1024) only when the budget cannot hold its KV beside the resident weights, the
+ * buffers and the smallest cache that runs (or the --cache-gib asked for). */
+int engine_default_ctx(const model_config *c, const dsspec_options *o, const dsspec_plan *p, const char **why)
+{
+    int ctx = answer_ctx(c);
+    const char *rule = ctx == DEFAULT_CTX ? "default: a reasoning answer's 32k" : "default: the model's maximum";
+    dtype_t dt = o->kv_bf16 > 0 ? DTYPE_BF16 : DTYPE_F32;
+    if (p && kv_cache_bytes(c, kv_layers(c, o), ctx, dt) > room_for_kv(o, p)) {
+        uint64_t k = room_for_kv(o, p) / kv_cache_bytes(c, kv_layers(c, o), 1024, dt);
+        ctx = k < 1 ? 1024 : (int)k * 1024 < ctx ? (int)k * 1024 : ctx;
+        rule = "default: what the budget holds";
+    }
+    if (why) *why = rule;
+    return ctx;
+}
+
+/* The KV precision when --kv-dtype is not given. Measured on the embedded model
+ * (bench/attention/kv_precision.c): BF16 costs +0.009% held-out perplexity, but greedy runs leave
+ * the F32 trajectory after 600-1500 tokens, while two F32 runs that differ only in summation order
+ * agree on all 4096. So F32, exact and what `--temp 0` promises to match, whenever the budget holds
+ * its KV for the context; BF16 only when F32 would not fit, since a context cut short costs more
+ * than a 0.009% perplexity. */
+static void choose_kv_dtype(dsspec_options *o, const model_config *c, dsspec_plan *p)
+{
+    if (o->kv_bf16 >= 0) {
+        p->kv_note = "--kv-dtype";
+        return;
+    }
+    int ctx = o->ctx > 0 ? o->ctx : answer_ctx(c);
+    int fits = kv_cache_bytes(c, kv_layers(c, o), ctx, DTYPE_F32) <= room_for_kv(o, p);
+    o->kv_bf16 = !fits;
+    p->kv_note = fits ? "default: exact, the budget holds it" : "default: f32 would not fit the context";
+}
+
 int engine_plan_memory(dsspec *e, size_t slot_bytes, char *err, size_t errlen)
 {
     const dsspec_options *o = &e->opt;
@@ -188,18 +247,36 @@ int engine_plan_memory(dsspec *e, size_t slot_bytes, char *err, size_t errlen)
     p->total_experts = moe_layers_in_use(c, o->mtp) * c->n_routed_experts;
     if (check_budget_fits(o, p, err, errlen)) return -1;
     p->resident = current_rss();
-    p->kv = kv_cache_bytes(c, c->num_hidden_layers + (o->mtp ? 1 : 0), o->ctx, o->kv_bf16 ? DTYPE_BF16 : DTYPE_F32);
+    /* The arena's size does not depend on the context, so it is known before the context is. */
     int rows = o->prefill_chunk > 2 ? o->prefill_chunk : 2;
-    if (model_reserve_scratch(e->m, rows, o->ctx, err, errlen)) return -1;
+    if (model_reserve_scratch(e->m, rows, o->ctx > 0 ? o->ctx : 1, err, errlen)) return -1;
     p->scratch = model_scratch_bytes(e->m) + loop_buffer_bytes(c);
     p->slot_bytes = slot_bytes;
     p->min_slots = expert_cache_min_slots(c->num_experts_per_tok, o->mtp ? 2 : 1);
+    p->ctx_max = c->max_position_embeddings;
+    p->ctx_note = "--ctx";
+    choose_kv_dtype(&e->opt, c, p);
+    p->kv_bf16 = o->kv_bf16;
+    if (o->ctx <= 0) e->opt.ctx = p->ctx = engine_default_ctx(c, o, p, &p->ctx_note);
+    if (model_reserve_scratch(e->m, rows, o->ctx, err, errlen)) return -1;
+    p->kv = kv_cache_bytes(c, kv_layers(c, o), o->ctx, o->kv_bf16 ? DTYPE_BF16 : DTYPE_F32);
     if (slots_from_budget(o, p, p->resident + p->kv + p->scratch, err, errlen)) return -1;
     return check_min_slots(o, c, p, err, errlen);
 }
 
+/* The context's line: how it was chosen, and what each 1k more of it costs, in bytes and in the
+ * expert slots the cache would give up for it. */
+static void print_ctx_line(const dsspec_plan *p, FILE *out)
+{
+    double per_1k = p->ctx ? (double)p->kv / p->ctx * 1024 : 0;
+    fprintf(out, "dsspec plan: ctx %d (%s; model maximum %d), KV %s (%s): each 1k of context costs %.2f MiB = %.2f expert slots\n",
+            p->ctx, p->ctx_note ? p->ctx_note : "--ctx", p->ctx_max, p->kv_bf16 ? "bf16" : "f32",
+            p->kv_note ? p->kv_note : "--kv-dtype", per_1k / 1048576.0, p->slot_bytes ? per_1k / p->slot_bytes : 0.0);
+}
+
 void dsspec_plan_print(const dsspec_plan *p, FILE *out)
 {
+    print_ctx_line(p, out);
     fprintf(out, "dsspec plan: budget %.3f GiB = resident %.3f GiB + KV %.3f GiB + buffers %.3f GiB + expert cache %.3f GiB (%d of %d experts, %.2f MiB slots, %.1f%%); io %s%s%s\n",
             p->budget / 1073741824.0, p->resident / 1073741824.0, p->kv / 1073741824.0, p->scratch / 1073741824.0,
             (double)p->slots * p->slot_bytes / 1073741824.0, p->slots, p->total_experts, p->slot_bytes / 1048576.0,
@@ -213,6 +290,9 @@ cJSON *dsspec_plan_json(const dsspec_plan *p)
     cJSON_AddNumberToObject(plan, "budget_bytes", (double)p->budget);
     cJSON_AddNumberToObject(plan, "resident_bytes", (double)p->resident);
     cJSON_AddNumberToObject(plan, "kv_bytes", (double)p->kv);
+    cJSON_AddNumberToObject(plan, "ctx", p->ctx);
+    cJSON_AddStringToObject(plan, "ctx_note", p->ctx_note ? p->ctx_note : "--ctx");
+    cJSON_AddStringToObject(plan, "kv_dtype", p->kv_bf16 ? "bf16" : "f32");
     cJSON_AddNumberToObject(plan, "buffer_bytes", (double)p->scratch);
     cJSON_AddNumberToObject(plan, "slots", p->slots);
     cJSON_AddNumberToObject(plan, "slot_bytes", (double)p->slot_bytes);

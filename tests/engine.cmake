@@ -8,6 +8,14 @@ target_link_libraries(test_reference PRIVATE engine_test_util dsspec_speculate d
 add_test(NAME engine_reference COMMAND test_reference
          ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_r1 ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_b)
 
+# Long positions (2500, 39x YaRN's original context) in a test of its own, so that it runs beside
+# the others.
+add_test(NAME engine_reference_long COMMAND test_reference ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_long)
+
+add_executable(test_attention ${CMAKE_SOURCE_DIR}/tests/engine/test_attention.c)
+target_link_libraries(test_attention PRIVATE engine_test_util dsspec_core)
+add_test(NAME engine_attention COMMAND test_attention)
+
 add_executable(test_router ${CMAKE_SOURCE_DIR}/tests/engine/test_router.c)
 target_link_libraries(test_router PRIVATE engine_test_util dsspec_core)
 add_test(NAME engine_router COMMAND test_router)

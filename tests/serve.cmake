@@ -11,7 +11,7 @@ if(TARGET dsspec)
   # the API key comes from a file, as --api-key-file reads it
   file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/serve_api_key.txt "test-key-4f1c9a\n")
   add_test(NAME serve_openai_client
-           COMMAND sh ${SERVE_DIR}/with_server.sh $<TARGET_FILE:dsspec> "--api-key-file ${CMAKE_CURRENT_BINARY_DIR}/serve_api_key.txt"
+           COMMAND sh ${SERVE_DIR}/with_server.sh $<TARGET_FILE:dsspec> "--api-key-file ${CMAKE_CURRENT_BINARY_DIR}/serve_api_key.txt --ctx 4096"
                    node ${SERVE_DIR}/openai_client.js ${SERVE_NPM} $<TARGET_FILE:dsspec> test-key-4f1c9a)
   set_tests_properties(serve_openai_client PROPERTIES FIXTURES_REQUIRED serve_npm TIMEOUT 600)
 endif()

@@ -1,0 +1,295 @@
+/* Absorbed-MLA attention (core/attention.c) per token per layer, at R1's widths (128 heads,
+ * kv_lora 512, rope 64) and the embedded model's (4 heads, 128, 32), beside two roofs measured in
+ * the same run on the same threads:
+ *   compute roof = the attention's FLOPs (2 (R + rope) for a score, 2 R for the weighted latent,
+ *                  per head and position) / this machine's FMA peak (independent FMA chains on the
+ *                  kernel path's vectors);
+ *   memory roof  = the cache bytes read (T (R + rope) x 4 or 2) / the read bandwidth (a sum over a
+ *                  buffer far larger than the LLC).
+ * The binding roof is the larger of the two times; the bench reports what share of it the kernel
+ * reaches. Each call reads a different copy of the layer's cache, laid across a buffer far larger
+ * than the LLC, so the cache comes from DRAM as in decode (61 layers of R1 at 32k are 2.2 GB).
+ * On a shared machine a core is not always the bench's: so every attention call is followed by a
+ * probe of each roof doing exactly that call's FLOPs (FMA chains) and reading exactly its bytes
+ * (another part of the buffer), on the same pool, and the share of the roof is the median of the
+ * per-call ratios: call and probes see the same contention. */
+#include <immintrin.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "core/attention.h"
+#include "core/kernels.h"
+
+typedef struct { const char *name; int heads, R, rope; } widths;
+static const widths shapes[] = {{"R1", 128, 512, 64}, {"embedded", 4, 128, 32}};
+
+typedef struct {
+    int threads, shape_only, dtype_only, n_T, T[16];
+    double seconds;
+    size_t buffer_bytes;
+    cpu_path path;
+} bench_options;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* ---------- FMA peak ---------- */
+
+enum { PROBE_ITERS = 1000 };
+
+/* 12 independent chains: enough to cover the FMA latency times the FMA ports of current cores. */
+__attribute__((target("avx512f,fma"))) static float fma_chains_512(int iters)
+{
+    __m512 a[12], x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < 12; i++) a[i] = _mm512_set1_ps((float)i);
+    for (int it = 0; it < iters; it++)
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) a[i] = _mm512_fmadd_ps(a[i], x, y);
+    __m512 s = a[0];
+    for (int i = 1; i < 12; i++) s = _mm512_add_ps(s, a[i]);
+    return _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx2,fma"))) static float fma_chains_256(int iters)
+{
+    __m256 a[12], x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+    for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps((float)i);
+    for (int it = 0; it < iters; it++)
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(a[i], x, y);
+    float out[8], s = 0;
+    for (int i = 1; i < 12; i++) a[0] = _mm256_add_ps(a[0], a[i]);
+    _mm256_storeu_ps(out, a[0]);
+    for (int i = 0; i < 8; i++) s += out[i];
+    return s;
+}
+
+typedef struct { cpu_path path; float sink[64]; } peak_job;
+
+static void peak_item(void *arg, int i)
+{
+    peak_job *j = arg;
+    j->sink[i % 64] = j->path == CPU_PATH_AVX512 ? fma_chains_512(PROBE_ITERS) : fma_chains_256(PROBE_ITERS);
+}
+
+static double probe_item_flops(cpu_path path) { return (double)PROBE_ITERS * 12 * (path == CPU_PATH_AVX512 ? 16 : 8) * 2; }
+
+/* Seconds the pool takes for `flops` FLOPs of independent FMA chains. */
+static double compute_probe(thread_pool *pool, cpu_path path, double flops)
+{
+    int items = (int)(flops / probe_item_flops(path) + 0.5);
+    peak_job j = {.path = path};
+    double t0 = now_s();
+    thread_pool_for(pool, items > 0 ? items : 1, peak_item, &j);
+    return now_s() - t0;
+}
+
+/* ---------- read bandwidth ---------- */
+
+enum { READ_ITEM_BYTES = 64 << 10 };
+typedef struct { const char *buf; uint64_t sink[64]; } read_job;
+
+/* Sums one 64 KiB item with 4 independent 64-bit sums per line: bound by loads, not adds. */
+static void read_item(void *arg, int i)
+{
+    read_job *j = arg;
+    const uint64_t *q = (const uint64_t *)(j->buf + (size_t)i * READ_ITEM_BYTES);
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t k = 0; k < READ_ITEM_BYTES / 8; k += 8) {
+        __builtin_prefetch((const char *)(q + k) + 4096);
+        s0 += q[k] + q[k + 4];
+        s1 += q[k + 1] + q[k + 5];
+        s2 += q[k + 2] + q[k + 6];
+        s3 += q[k + 3] + q[k + 7];
+    }
+    j->sink[i % 64] = s0 + s1 + s2 + s3;
+}
+
+/* Seconds the pool takes to read `bytes` (whole 64 KiB items) from buf. */
+static double memory_probe(thread_pool *pool, const char *buf, double bytes)
+{
+    int items = (int)(bytes / READ_ITEM_BYTES + 0.5);
+    read_job j = {.buf = buf};
+    double t0 = now_s();
+    thread_pool_for(pool, items > 0 ? items : 1, read_item, &j);
+    return now_s() - t0;
+}
+
+/* ---------- the attention ---------- */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rng_next(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* Every 16-bit half a BF16 value in +-[2^-7, 2): valid as BF16 and, read in pairs, as F32. */
+static void fill_values(void *buf, size_t bytes)
+{
+    uint16_t *h = buf;
+    for (size_t i = 0; i < bytes / 2; i++) {
+        uint64_t r = rng_next();
+        h[i] = (uint16_t)((r & 0x8000) | ((120 + (r >> 16) % 8) << 7) | ((r >> 32) & 0x7F));
+    }
+}
+
+enum { MAX_CALLS = 4096 };
+
+typedef struct {
+    double t[MAX_CALLS], tc[MAX_CALLS], tm[MAX_CALLS], ratio[MAX_CALLS]; /* per call: kernel, roofs, roof/kernel */
+    int n;
+} samples;
+
+static double median(double *v, int n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+static double attention_flops(const widths *w, int T) { return (double)w->heads * T * (2.0 * (w->R + w->rope) + 2.0 * w->R); }
+
+/* Calls attention_row over successive copies of the cache until `seconds` pass (at least 5), each
+ * followed by its two roof probes (the read probe on the copy half the buffer away). */
+static void time_attention(thread_pool *pool, cpu_path path, const widths *w, dtype_t dt, int T, const char *buf,
+                           size_t buf_bytes, double seconds, samples *sm)
+{
+    size_t es = dtype_size(dt), kv_bytes = (size_t)T * (w->R + w->rope) * es;
+    size_t copies = buf_bytes / kv_bytes < 2 ? 2 : buf_bytes / kv_bytes;
+    size_t nq = (size_t)w->heads * (w->R + w->rope), sbytes = attention_scratch_bytes(w->heads, w->R, w->rope, thread_pool_size(pool));
+    float *q = malloc(nq * sizeof(float)), *out = malloc((size_t)w->heads * w->R * sizeof(float));
+    void *scratch = aligned_alloc(64, (sbytes + 63) & ~(size_t)63);
+    memset(scratch, 0, sbytes);
+    for (size_t i = 0; i < nq; i++) q[i] = (float)((double)(rng_next() >> 11) / 9007199254740992.0 - 0.5);
+    double t_end = now_s() + seconds;
+    sm->n = 0;
+    for (size_t c = 0; sm->n < MAX_CALLS && (sm->n < 5 || now_s() < t_end); c = (c + 1) % copies) {
+        const char *base = buf + (c * kv_bytes) % (buf_bytes - kv_bytes + 1);
+        attention_kv kv = {w->heads, w->R, w->rope, dt, base, base + (size_t)T * w->R * es, 0.07f};
+        double t0 = now_s();
+        attention_row(pool, &kv, T, q, q + (size_t)w->heads * w->R, out, scratch);
+        int i = sm->n++;
+        sm->t[i] = now_s() - t0;
+        sm->tc[i] = compute_probe(pool, path, attention_flops(w, T));
+        sm->tm[i] = memory_probe(pool, buf + ((c + copies / 2) % copies * kv_bytes) % (buf_bytes - kv_bytes + 1), (double)kv_bytes);
+        sm->ratio[i] = (sm->tc[i] > sm->tm[i] ? sm->tc[i] : sm->tm[i]) / sm->t[i];
+    }
+    free(q); free(out); free(scratch);
+}
+
+static void report(const widths *w, dtype_t dt, int T, int threads, samples *sm)
+{
+    double bytes = (double)T * (w->R + w->rope) * dtype_size(dt), flops = attention_flops(w, T);
+    double tc = median(sm->tc, sm->n), tm = median(sm->tm, sm->n), ratio = median(sm->ratio, sm->n);
+    double rlo = sm->ratio[0], rhi = sm->ratio[sm->n - 1], t = median(sm->t, sm->n), lo = sm->t[0], hi = sm->t[sm->n - 1];
+    printf("%-8s %5d %-4s %2d | %9.1f [%8.1f - %9.1f] %4d | %9.1f %9.1f %-7s | %5.1f%% [%5.1f - %5.1f] | %6.1f GFLOP/s %5.1f GB/s\n",
+           w->name, T, dt == DTYPE_BF16 ? "bf16" : "f32", threads, t * 1e6, lo * 1e6, hi * 1e6, sm->n, tc * 1e6, tm * 1e6,
+           tc > tm ? "compute" : "memory", 100.0 * ratio, 100.0 * rlo, 100.0 * rhi, flops / t / 1e9, bytes / t / 1e9);
+}
+
+/* ---------- options, main ---------- */
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: bench_attention [options]\n"
+               "  --threads N     the multi-thread runs' pool size (default: online CPUs); 1 is always run too\n"
+               "  --T LIST        context lengths, comma-separated (default 1024,4096,16384,32768)\n"
+               "  --shape NAME    R1 or embedded (default both)\n"
+               "  --dtype NAME    f32 or bf16 (default both)\n"
+               "  --path NAME     avx2 or avx512 (default: the best this CPU has)\n"
+               "  --seconds S     time per line (default 1.0; at least 5 calls)\n"
+               "  --buffer-mib M  cache copies span this much memory (default 1024; keep it above the LLC)\n");
+}
+
+static int parse_T(const char *v, bench_options *o)
+{
+    o->n_T = 0;
+    for (const char *p = v; p && *p && o->n_T < 16;) {
+        char *end;
+        long t = strtol(p, &end, 10);
+        if (end == p || t < 1 || t > (1 << 22) || (*end && *end != ',')) return -1;
+        o->T[o->n_T++] = (int)t;
+        p = *end ? end + 1 : end;
+    }
+    return o->n_T ? 0 : -1;
+}
+
+static int parse_one(bench_options *o, const char *a, const char *v)
+{
+    if (!v) return -1;
+    if (!strcmp(a, "--threads")) return (o->threads = atoi(v)) >= 1 ? 0 : -1;
+    if (!strcmp(a, "--T")) return parse_T(v, o);
+    if (!strcmp(a, "--seconds")) return (o->seconds = atof(v)) > 0 ? 0 : -1;
+    if (!strcmp(a, "--buffer-mib")) return atoi(v) >= 64 ? (o->buffer_bytes = (size_t)atoi(v) << 20, 0) : -1;
+    if (!strcmp(a, "--shape")) return !strcmp(v, "R1") ? (o->shape_only = 0, 0) : !strcmp(v, "embedded") ? (o->shape_only = 1, 0) : -1;
+    if (!strcmp(a, "--dtype")) return !strcmp(v, "f32") ? (o->dtype_only = 0, 0) : !strcmp(v, "bf16") ? (o->dtype_only = 1, 0) : -1;
+    if (!strcmp(a, "--path"))
+        return cpu_path_parse(v, &o->path) == 0 && o->path != CPU_PATH_SCALAR && cpu_path_available(o->path) ? 0 : -1;
+    return -1;
+}
+
+static int parse_options(int argc, char **argv, bench_options *o)
+{
+    *o = (bench_options){.threads = (int)sysconf(_SC_NPROCESSORS_ONLN), .shape_only = -1, .dtype_only = -1, .n_T = 4,
+                         .T = {1024, 4096, 16384, 32768}, .seconds = 1.0, .buffer_bytes = (size_t)1024 << 20,
+                         .path = cpu_path_available(CPU_PATH_AVX512) ? CPU_PATH_AVX512 : CPU_PATH_AVX2};
+    for (int i = 1; i < argc; i += 2) {
+        if (!strcmp(argv[i], "--help")) { usage(stdout); exit(0); }
+        if (parse_one(o, argv[i], i + 1 < argc ? argv[i + 1] : NULL)) {
+            fprintf(stderr, "bench_attention: bad option '%s %s' (see --help)\n", argv[i], i + 1 < argc ? argv[i + 1] : "");
+            return -1;
+        }
+    }
+    if (!cpu_path_available(o->path)) { fprintf(stderr, "bench_attention: this CPU has neither AVX2 nor AVX-512\n"); return -1; }
+    return 0;
+}
+
+static void run_pool(const bench_options *o, int threads, const char *buf)
+{
+    thread_pool *pool = thread_pool_create(threads);
+    samples *sm = malloc(sizeof *sm);
+    printf("\n%d thread%s, %s path; roofs: FMA chains doing each call's FLOPs, a read of each call's bytes, after each call\n",
+           threads, threads > 1 ? "s" : "", cpu_path_name(o->path));
+    printf("shape        T dtype th | us/token/layer: median [min - max] calls | roof (us): compute memory binds | "
+           "share of binding roof: median [range] | achieved\n");
+    for (int s = 0; s < 2; s++)
+        for (int d = 0; d < 2; d++)
+            for (int i = 0; i < o->n_T; i++) {
+                if ((o->shape_only >= 0 && o->shape_only != s) || (o->dtype_only >= 0 && o->dtype_only != d)) continue;
+                dtype_t dt = d ? DTYPE_BF16 : DTYPE_F32;
+                time_attention(pool, o->path, &shapes[s], dt, o->T[i], buf, o->buffer_bytes, o->seconds, sm);
+                report(&shapes[s], dt, o->T[i], threads, sm);
+                fflush(stdout);
+            }
+    free(sm);
+    thread_pool_free(pool);
+}
+
+int main(int argc, char **argv)
+{
+    bench_options o;
+    if (parse_options(argc, argv, &o)) return 2;
+    kernels_init(o.path);
+    char *buf = aligned_alloc(4096, o.buffer_bytes);
+    if (!buf) { fprintf(stderr, "bench_attention: cannot allocate the %zu MiB buffer\n", o.buffer_bytes >> 20); return 1; }
+    fill_values(buf, o.buffer_bytes);
+    run_pool(&o, 1, buf);
+    if (o.threads > 1) run_pool(&o, o.threads, buf);
+    free(buf);
+    return 0;
+}

@@ -1,0 +1,186 @@
+/* attention_row: chunks of positions x groups of heads on the pool, then the chunks merged in
+ * order; the portable scalar path's primitives; dispatch to the SIMD paths by kernels_path(). */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include "core/attention_internal.h"
+#include "core/kernels.h"
+
+/* The scratch, carved in this order, each piece 64-byte aligned. */
+typedef struct {
+    atomic_int *claimed;  /* [n_threads] a conversion buffer in use */
+    float *acc;           /* [ATTN_MAX_CHUNKS][heads][R] */
+    float *m, *l;         /* [ATTN_MAX_CHUNKS][heads] */
+    float *conv;          /* [n_threads][ATTN_BLOCK][R + rope] */
+} attention_scratch;
+
+static size_t round64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+
+static size_t carve(int heads, int R, int rope, int n_threads, char *base, attention_scratch *s)
+{
+    size_t off = 0, parts = (size_t)ATTN_MAX_CHUNKS * heads;
+    s->claimed = (atomic_int *)(base + off);
+    off += round64((size_t)n_threads * sizeof(atomic_int));
+    s->acc = (float *)(base + off);
+    off += round64(parts * R * sizeof(float));
+    s->m = (float *)(base + off);
+    off += round64(parts * sizeof(float));
+    s->l = (float *)(base + off);
+    off += round64(parts * sizeof(float));
+    s->conv = (float *)(base + off);
+    off += round64((size_t)n_threads * ATTN_BLOCK * (R + rope) * sizeof(float));
+    return off;
+}
+
+size_t attention_scratch_bytes(int heads, int R, int rope, int n_threads)
+{
+    attention_scratch s;
+    return carve(heads, R, rope, n_threads, NULL, &s);
+}
+
+typedef struct {
+    const attention_kv *kv;
+    const float *q_lat, *q_rope;
+    float *out;
+    int chunk_len, n_chunks, n_groups, n, n_threads;
+    attention_scratch s;
+    void (*item)(const attention_item *it);
+} row_job;
+
+/* A free conversion buffer: at most n_threads items run at once, so one is always free. Which one
+ * an item gets changes nothing: the buffer is written before it is read. */
+static int claim_buffer(const row_job *j)
+{
+    for (int w = 0;; w = (w + 1) % j->n_threads) {
+        int expected = 0;
+        if (atomic_compare_exchange_strong(&j->s.claimed[w], &expected, 1)) return w;
+    }
+}
+
+static void run_item(void *arg, int i)
+{
+    const row_job *j = arg;
+    const attention_kv *kv = j->kv;
+    int c = i / j->n_groups, h0 = (i % j->n_groups) * ATTN_GROUP_HEADS;
+    size_t part = (size_t)c * kv->heads + h0;
+    int w = kv->dtype == DTYPE_BF16 ? claim_buffer(j) : -1;
+    attention_item it = {
+        .kv = kv, .q_lat = j->q_lat + (size_t)h0 * kv->R, .q_rope = j->q_rope + (size_t)h0 * kv->rope,
+        .t0 = c * j->chunk_len, .t1 = (c + 1) * j->chunk_len < j->n ? (c + 1) * j->chunk_len : j->n,
+        .nh = kv->heads - h0 < ATTN_GROUP_HEADS ? kv->heads - h0 : ATTN_GROUP_HEADS,
+        .acc = j->s.acc + part * kv->R, .m = j->s.m + part, .l = j->s.l + part,
+        .conv = w >= 0 ? j->s.conv + (size_t)w * ATTN_BLOCK * (kv->R + kv->rope) : NULL,
+    };
+    j->item(&it);
+    if (w >= 0) atomic_store(&j->s.claimed[w], 0);
+}
+
+/* out[h] = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c, chunks in order, for a group's heads. */
+static void merge_group(void *arg, int g)
+{
+    const row_job *j = arg;
+    int heads = j->kv->heads, R = j->kv->R, h1 = (g + 1) * ATTN_GROUP_HEADS < heads ? (g + 1) * ATTN_GROUP_HEADS : heads;
+    for (int h = g * ATTN_GROUP_HEADS; h < h1; h++) {
+        float mx = -INFINITY, sum = 0.0f, *o = j->out + (size_t)h * R;
+        for (int c = 0; c < j->n_chunks; c++) mx = fmaxf(mx, j->s.m[(size_t)c * heads + h]);
+        memset(o, 0, (size_t)R * sizeof(float));
+        for (int c = 0; c < j->n_chunks; c++) {
+            size_t part = (size_t)c * heads + h;
+            float w = expf(j->s.m[part] - mx);
+            const float *a = j->s.acc + part * R;
+            sum += w * j->s.l[part];
+            for (int k = 0; k < R; k++) o[k] += w * a[k];
+        }
+        float inv = 1.0f / sum;
+        for (int k = 0; k < R; k++) o[k] *= inv;
+    }
+}
+
+static void (*item_path(void))(const attention_item *)
+{
+    switch (kernels_path()) {
+    case CPU_PATH_AVX512: return attention_item_avx512;
+    case CPU_PATH_AVX2: return attention_item_avx2;
+    default: return attention_item_scalar;
+    }
+}
+
+/* Chunk length from n alone: as many chunks as make ATTN_MIN_CHUNK-long pieces, at most
+ * ATTN_MAX_CHUNKS, each a whole number of blocks. */
+static int chunk_length(int n)
+{
+    int per = (n + ATTN_MAX_CHUNKS - 1) / ATTN_MAX_CHUNKS;
+    per = (per + ATTN_BLOCK - 1) / ATTN_BLOCK * ATTN_BLOCK;
+    return per < ATTN_MIN_CHUNK ? ATTN_MIN_CHUNK : per;
+}
+
+void attention_row(thread_pool *pool, const attention_kv *kv, int n, const float *q_lat, const float *q_rope, float *out,
+                   void *scratch)
+{
+    row_job j = {.kv = kv, .q_lat = q_lat, .q_rope = q_rope, .out = out, .n = n, .n_threads = thread_pool_size(pool),
+                 .item = item_path()};
+    carve(kv->heads, kv->R, kv->rope, j.n_threads, scratch, &j.s);
+    j.chunk_len = chunk_length(n);
+    j.n_chunks = (n + j.chunk_len - 1) / j.chunk_len;
+    j.n_groups = (kv->heads + ATTN_GROUP_HEADS - 1) / ATTN_GROUP_HEADS;
+    thread_pool_for(pool, j.n_chunks * j.n_groups, run_item, &j);
+    thread_pool_for(pool, j.n_groups, merge_group, &j);
+}
+
+/* ---------- the scalar path ---------- */
+
+/* Four interleaved partial sums: independent add chains (the reference tests run this path too). */
+static float dot(const float *a, const float *b, int n)
+{
+    float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    int k = 0;
+    for (; k + 4 <= n; k += 4)
+        for (int i = 0; i < 4; i++) p[i] += a[k + i] * b[k + i];
+    for (; k < n; k++) p[0] += a[k] * b[k];
+    return (p[0] + p[1]) + (p[2] + p[3]);
+}
+
+static void attn_scores(const float *ql, const float *qr, int nh, const float *lat, const float *kr, int nt, int R,
+                        int rope, float scale, float *s)
+{
+    for (int h = 0; h < nh; h++)
+        for (int t = 0; t < nt; t++)
+            s[h * ATTN_BLOCK + t] = (dot(ql + (size_t)h * R, lat + (size_t)t * R, R) +
+                                     dot(qr + (size_t)h * rope, kr + (size_t)t * rope, rope)) * scale;
+}
+
+static void attn_softmax_block(float *s, int nh, int nt, float *m, float *l, float *alpha)
+{
+    for (int h = 0; h < nh; h++) {
+        float *sh = s + h * ATTN_BLOCK, mx = m[h], sum = 0.0f;
+        for (int t = 0; t < nt; t++) mx = fmaxf(mx, sh[t]);
+        for (int t = 0; t < nt; t++) {
+            sh[t] = expf(sh[t] - mx);
+            sum += sh[t];
+        }
+        alpha[h] = expf(m[h] - mx);
+        l[h] = l[h] * alpha[h] + sum;
+        m[h] = mx;
+    }
+}
+
+static void attn_weighted(float *acc, int nh, int R, const float *alpha, const float *s, const float *lat, int nt)
+{
+    for (int h = 0; h < nh; h++) {
+        float *a = acc + (size_t)h * R;
+        for (int k = 0; k < R; k++) a[k] *= alpha[h];
+        for (int t = 0; t < nt; t++) {
+            float p = s[h * ATTN_BLOCK + t];
+            for (int k = 0; k < R; k++) a[k] += p * lat[(size_t)t * R + k];
+        }
+    }
+}
+
+static void attn_widen_bf16(const uint16_t *src, int n, float *dst)
+{
+    for (int i = 0; i < n; i++) dst[i] = bf16_to_float(src[i]);
+}
+
+#define ATTN_ISA scalar
+#include "core/attention_driver.h"

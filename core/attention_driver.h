@@ -1,0 +1,54 @@
+/* The ISA-independent half of an attention path: one work item's loop over its blocks. Included
+ * last by attention.c (scalar), attention_avx2.c and attention_avx512.c, so that their inline
+ * primitives inline into it, after they define:
+ *   ATTN_ISA      the name suffix: the file then exports attention_item_<ATTN_ISA>
+ *   attn_scores(ql, qr, nh, lat, kr, nt, R, rope, scale, s)
+ *                 s[h * ATTN_BLOCK + t] = scale * (ql[h] . lat[t] + qr[h] . kr[t]), h < nh, t < nt
+ *   attn_softmax_block(s, nh, nt, m, l, alpha)
+ *                 per head: the new running max m', alpha = exp(m - m'), s = exp(s - m'),
+ *                 l = l * alpha + sum(s), m = m'
+ *   attn_weighted(acc, nh, R, alpha, s, lat, nt)
+ *                 acc[h] = acc[h] * alpha[h] + sum_t s[h][t] * lat[t]
+ *   attn_widen_bf16(src, n, dst)     n BF16 values to floats
+ * The reduction order of every value depends only on the item's bounds and the primitives. */
+#ifndef ATTN_ISA
+#error "attention_driver.h is included last by an attention path file, after ATTN_ISA"
+#endif
+
+#define ATTN_ISA_PASTE(name, isa) name##_##isa
+#define ATTN_ISA_NAME(name, isa) ATTN_ISA_PASTE(name, isa)
+
+/* The F32 rows of positions [t, t + nt): the cache itself, or the block widened into conv. */
+static void block_rows(const attention_kv *kv, int t, int nt, float *conv, const float **lat, const float **kr)
+{
+    if (kv->dtype == DTYPE_F32) {
+        *lat = (const float *)kv->latent + (size_t)t * kv->R;
+        *kr = (const float *)kv->krope + (size_t)t * kv->rope;
+        return;
+    }
+    attn_widen_bf16((const uint16_t *)kv->latent + (size_t)t * kv->R, nt * kv->R, conv);
+    attn_widen_bf16((const uint16_t *)kv->krope + (size_t)t * kv->rope, nt * kv->rope, conv + (size_t)nt * kv->R);
+    *lat = conv;
+    *kr = conv + (size_t)nt * kv->R;
+}
+
+void ATTN_ISA_NAME(attention_item, ATTN_ISA)(const attention_item *it)
+{
+    const attention_kv *kv = it->kv;
+    int R = kv->R, rope = kv->rope, nh = it->nh;
+    float s[ATTN_GROUP_HEADS * ATTN_BLOCK] __attribute__((aligned(64)));
+    float alpha[ATTN_GROUP_HEADS];
+    for (int h = 0; h < nh; h++) {
+        it->m[h] = -INFINITY;
+        it->l[h] = 0.0f;
+    }
+    memset(it->acc, 0, (size_t)nh * R * sizeof(float));
+    for (int t = it->t0; t < it->t1; t += ATTN_BLOCK) {
+        int nt = it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK;
+        const float *lat, *kr;
+        block_rows(kv, t, nt, it->conv, &lat, &kr);
+        attn_scores(it->q_lat, it->q_rope, nh, lat, kr, nt, R, rope, kv->scale, s);
+        attn_softmax_block(s, nh, nt, it->m, it->l, alpha);
+        attn_weighted(it->acc, nh, R, alpha, s, lat, nt);
+    }
+}

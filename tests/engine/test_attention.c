@@ -1,0 +1,128 @@
+/* attention_row against a float64 softmax attention written out in full, on random queries and
+ * caches: R1's widths (128 heads, kv_lora 512, rope 64) and odd small ones (5 heads, 72, 24: every
+ * vector tail), F32 and BF16 caches (the reference reads the same BF16 values), every kernel path,
+ * lengths on both sides of the block, chunk and chunk-growth boundaries. And the invariance that
+ * speculation and reproducibility rest on: the result is bit-identical for 1, 2, 3 and 4 threads. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core/attention.h"
+#include "core/kernels.h"
+#include "tests/test_check.h"
+
+typedef struct { int heads, R, rope; } widths;
+
+static uint64_t rng_state = 88172645463325252ull;
+static double uniform(void)  /* xorshift64*, [-1, 1) */
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (double)((rng_state * 2685821657736338717ull) >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+
+/* Random values as floats, and as the cache stores them (F32, or BF16 with dst holding the
+ * rounded values the reference uses). */
+static void fill(float *dst, void *cache, size_t n, dtype_t dt, double amp)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = (float)(amp * uniform());
+        if (dt == DTYPE_BF16) {
+            ((uint16_t *)cache)[i] = float_to_bf16(v);
+            v = bf16_to_float(((uint16_t *)cache)[i]);
+        } else {
+            ((float *)cache)[i] = v;
+        }
+        dst[i] = v;
+    }
+}
+
+/* out[h] in float64: the textbook two-pass softmax over all n positions. */
+static void reference(const widths *w, int n, const float *ql, const float *qr, const float *lat, const float *kr,
+                      double scale, double *out)
+{
+    double *s = malloc((size_t)n * sizeof *s);
+    for (int h = 0; h < w->heads; h++) {
+        double mx = -INFINITY, sum = 0;
+        for (int t = 0; t < n; t++) {
+            double d = 0;
+            for (int k = 0; k < w->R; k++) d += (double)ql[(size_t)h * w->R + k] * lat[(size_t)t * w->R + k];
+            for (int k = 0; k < w->rope; k++) d += (double)qr[(size_t)h * w->rope + k] * kr[(size_t)t * w->rope + k];
+            s[t] = d * scale;
+            if (s[t] > mx) mx = s[t];
+        }
+        for (int t = 0; t < n; t++) sum += (s[t] = exp(s[t] - mx));
+        for (int k = 0; k < w->R; k++) {
+            double o = 0;
+            for (int t = 0; t < n; t++) o += s[t] * lat[(size_t)t * w->R + k];
+            out[(size_t)h * w->R + k] = o / sum;
+        }
+    }
+    free(s);
+}
+
+static void run(const attention_kv *kv, int n, const float *ql, const float *qr, int threads, float *out)
+{
+    thread_pool *pool = thread_pool_create(threads);
+    size_t bytes = attention_scratch_bytes(kv->heads, kv->R, kv->rope, threads);
+    void *scratch = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    memset(scratch, 0, bytes);
+    attention_row(pool, kv, n, ql, qr, out, scratch);
+    free(scratch);
+    thread_pool_free(pool);
+}
+
+/* One case: error against float64 relative to the largest latent value (the output is a convex
+ * combination of latents), and 2..4 threads bit-identical to 1. */
+static void check_case(const widths *w, int n, dtype_t dt, double qamp)
+{
+    size_t es = dtype_size(dt), nq = (size_t)w->heads * (w->R + w->rope);
+    float *lat = malloc((size_t)n * w->R * sizeof(float)), *kr = malloc((size_t)n * w->rope * sizeof(float));
+    void *clat = malloc((size_t)n * w->R * es), *ckr = malloc((size_t)n * w->rope * es);
+    float *q = malloc(nq * sizeof(float)), *out1 = malloc((size_t)w->heads * w->R * sizeof(float));
+    float *outk = malloc((size_t)w->heads * w->R * sizeof(float));
+    double *want = malloc((size_t)w->heads * w->R * sizeof(double));
+    fill(lat, clat, (size_t)n * w->R, dt, 1.0);
+    fill(kr, ckr, (size_t)n * w->rope, dt, 1.0);
+    fill(q, q, nq, DTYPE_F32, qamp);
+    const float *ql = q, *qr = q + (size_t)w->heads * w->R;
+    double scale = 1.0 / sqrt((double)(w->R + w->rope) / 4.0);
+    attention_kv kv = {w->heads, w->R, w->rope, dt, clat, ckr, (float)scale};
+    reference(w, n, ql, qr, lat, kr, (double)(float)scale, want);
+    run(&kv, n, ql, qr, 1, out1);
+    double err = 0;
+    for (size_t i = 0; i < (size_t)w->heads * w->R; i++) err = fmax(err, fabs(out1[i] - want[i]));
+    CHECK(err <= 2e-5, "%s %d heads R %d rope %d n %d %s: max error %.3g against float64", cpu_path_name(kernels_path()),
+          w->heads, w->R, w->rope, n, dt == DTYPE_BF16 ? "bf16" : "f32", err);
+    for (int th = 2; th <= 4; th++) {
+        run(&kv, n, ql, qr, th, outk);
+        CHECK(!memcmp(out1, outk, (size_t)w->heads * w->R * sizeof(float)), "%s %d heads n %d: %d threads differ from 1",
+              cpu_path_name(kernels_path()), w->heads, n, th);
+    }
+    free(lat); free(kr); free(clat); free(ckr); free(q); free(out1); free(outk); free(want);
+}
+
+int main(void)
+{
+    static const widths small = {5, 72, 24}, r1 = {128, 512, 64}, tiny = {4, 128, 32};
+    static const int small_n[] = {1, 3, 31, 32, 33, 255, 257, 1000, 8192, 8300};
+    static const int r1_n[] = {1, 37, 300, 1100};
+    int cases = 0;
+    for (int p = CPU_PATH_SCALAR; p <= CPU_PATH_AVX512; p++) {
+        if (!cpu_path_available((cpu_path)p)) { printf("kernel path %s: not on this CPU\n", cpu_path_name((cpu_path)p)); continue; }
+        kernels_init((cpu_path)p);
+        for (int dt = 0; dt < 2; dt++) {
+            dtype_t d = dt ? DTYPE_BF16 : DTYPE_F32;
+            for (size_t i = 0; i < sizeof small_n / sizeof *small_n; i++, cases++) check_case(&small, small_n[i], d, 1.0);
+            /* Peaked softmax (scores spread over tens): the running max changes block to block. */
+            check_case(&tiny, 3000, d, 8.0);
+            for (size_t i = 0; i < sizeof r1_n / sizeof *r1_n; i++, cases++)
+                if (p != CPU_PATH_SCALAR || r1_n[i] <= 300) check_case(&r1, r1_n[i], d, 0.5);
+            cases++;
+        }
+    }
+    printf("%d attention cases checked\n", cases);
+    printf("%s\n", test_failures ? "FAILED" : "all attention checks passed");
+    return test_failures ? 1 : 0;
+}
