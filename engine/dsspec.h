@@ -109,6 +109,7 @@ typedef struct {
     int eos_id;                  /* the tokenizer's EOS when loaded, else config.json's; -1 none */
     int has_generation_config;
     double default_temperature, default_top_p; /* generation_config.json, else 0.6 and 0.95 */
+    const char *kernel_path;     /* the SIMD path the kernels run: "scalar", "avx2" or "avx512" */
 } dsspec_model_info;
 
 const dsspec_model_info *dsspec_get_model_info(const dsspec *e);

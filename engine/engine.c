@@ -51,6 +51,7 @@ static void fill_model_info(dsspec *e)
     i->has_generation_config = e->ck->has_generation_config;
     i->default_temperature = e->ck->has_generation_config ? e->ck->gen_temperature : 0.6;
     i->default_top_p = e->ck->has_generation_config ? e->ck->gen_top_p : 0.95;
+    i->kernel_path = cpu_path_name(kernels_path());
 }
 
 /* Checkpoint, threads, resident weights and (when asked) the tokenizer. */
