@@ -59,6 +59,12 @@ static size_t carve(const model *m, int rows, int ctx, char *base, scratch *s)
     return off;
 }
 
+size_t model_scratch_bytes_for(const model *m, int max_rows, int ctx)
+{
+    scratch s;
+    return carve(m, max_rows, ctx, NULL, &s);
+}
+
 int model_reserve_scratch(model *m, int max_rows, int ctx, char *err, size_t errlen)
 {
     const scratch *old = &m->scratch;

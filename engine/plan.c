@@ -173,6 +173,30 @@ static int check_min_slots(const dsspec_options *o, const model_config *c, const
     return -1;
 }
 
+/* The default prompt rows per prefill pass: as many as fit a quarter of what the budget leaves
+ * after resident weights and KV (the rest stays for expert slots), at most ctx. A MoE layer reads
+ * each expert a chunk needs once for all its rows, so the longer the chunk, the fewer times a long
+ * prompt streams the experts; at least 2 rows (the verify pass). */
+/* The arena plus the decode loop's hidden states, [rows][H] floats. */
+static uint64_t rows_bytes(const model *m, int rows, int ctx)
+{
+    return model_scratch_bytes_for(m, rows, ctx) + (uint64_t)rows * model_get_config(m)->hidden_size * 4;
+}
+
+static int prefill_chunk_from_budget(const model *m, const dsspec_plan *p, int ctx)
+{
+    uint64_t fixed = p->resident + p->kv + loop_buffer_bytes(model_get_config(m));
+    uint64_t room = p->budget > fixed ? (p->budget - fixed) / 4 : 0;
+    int lo = 2, hi = ctx > 2 ? ctx : 2;
+    if (rows_bytes(m, hi, ctx) <= room) return hi;
+    while (hi - lo > 1) { /* the arena grows with rows: the largest chunk whose arena fits room */
+        int mid = lo + (hi - lo) / 2;
+        if (rows_bytes(m, mid, ctx) <= room) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
 int engine_plan_memory(dsspec *e, size_t slot_bytes, char *err, size_t errlen)
 {
     const dsspec_options *o = &e->opt;
@@ -180,7 +204,6 @@ int engine_plan_memory(dsspec *e, size_t slot_bytes, char *err, size_t errlen)
     dsspec_plan *p = &e->plan;
     memset(p, 0, sizeof *p);
     p->ctx = o->ctx;
-    p->prefill_chunk = o->prefill_chunk;
     p->mtp = o->mtp;
     p->prefetch = o->prefetch;
     p->kv_bf16 = o->kv_bf16;
@@ -189,9 +212,11 @@ int engine_plan_memory(dsspec *e, size_t slot_bytes, char *err, size_t errlen)
     if (check_budget_fits(o, p, err, errlen)) return -1;
     p->resident = current_rss();
     p->kv = kv_cache_bytes(c, c->num_hidden_layers + (o->mtp ? 1 : 0), o->ctx, o->kv_bf16 ? DTYPE_BF16 : DTYPE_F32);
+    if (e->opt.prefill_chunk <= 0) e->opt.prefill_chunk = prefill_chunk_from_budget(e->m, p, o->ctx);
+    p->prefill_chunk = o->prefill_chunk;
     int rows = o->prefill_chunk > 2 ? o->prefill_chunk : 2;
     if (model_reserve_scratch(e->m, rows, o->ctx, err, errlen)) return -1;
-    p->scratch = model_scratch_bytes(e->m) + loop_buffer_bytes(c);
+    p->scratch = model_scratch_bytes(e->m) + loop_buffer_bytes(c) + (uint64_t)rows * c->hidden_size * 4;
     p->slot_bytes = slot_bytes;
     p->min_slots = expert_cache_min_slots(c->num_experts_per_tok, o->mtp ? 2 : 1);
     if (slots_from_budget(o, p, p->resident + p->kv + p->scratch, err, errlen)) return -1;
@@ -205,6 +230,8 @@ void dsspec_plan_print(const dsspec_plan *p, FILE *out)
             (double)p->slots * p->slot_bytes / 1073741824.0, p->slots, p->total_experts, p->slot_bytes / 1048576.0,
             100.0 * p->slots / (p->total_experts ? p->total_experts : 1), p->io_backend,
             p->io_note && *p->io_note ? ": " : "", p->io_note ? p->io_note : "");
+    fprintf(out, "dsspec plan: prefill %d prompt rows per pass, context %d positions, MTP %s\n", p->prefill_chunk, p->ctx,
+            dsspec_mtp_name(p->mtp));
 }
 
 cJSON *dsspec_plan_json(const dsspec_plan *p)
@@ -220,5 +247,7 @@ cJSON *dsspec_plan_json(const dsspec_plan *p)
     cJSON_AddStringToObject(plan, "io_backend", p->io_backend ? p->io_backend : "");
     cJSON_AddStringToObject(plan, "cache_policy", p->cache_policy);
     cJSON_AddBoolToObject(plan, "prefetch", p->prefetch);
+    cJSON_AddNumberToObject(plan, "prefill_chunk", p->prefill_chunk);
+    cJSON_AddStringToObject(plan, "mtp", dsspec_mtp_name(p->mtp));
     return plan;
 }
