@@ -181,7 +181,9 @@ int dsspec_generate(dsspec *e, const int *prompt, int n, const dsspec_generate_p
     st->temperature = p->temperature >= 0 ? p->temperature : e->info.default_temperature;
     st->top_p = p->top_p >= 0 ? p->top_p : e->info.default_top_p;
     st->stopped_by = DSSPEC_STOP_IO_ERROR;
-    int rows = e->opt.prefill_chunk > 2 ? e->opt.prefill_chunk : 2;
+    /* A chunk longer than the prompt buys nothing: the arena grows only to the rows used. */
+    int chunk = e->opt.prefill_chunk < n ? e->opt.prefill_chunk : n;
+    int rows = chunk > 2 ? chunk : 2;
     if (dsspec_check_ids(e, prompt, n, err, errlen) || model_reserve_scratch(e->m, rows, e->opt.ctx, err, errlen)) return -1;
     sampler *smp = sampler_create(e->info.vocab_size, st->temperature, st->top_p, p->seed);
     if (!smp) { error_set(err, errlen, "out of memory"); return -1; }
@@ -192,7 +194,7 @@ int dsspec_generate(dsspec *e, const int *prompt, int n, const dsspec_generate_p
     relay.have_counters = dsspec_get_cache_counters(e, &relay.at_start) == 0;
     if (text_relay_start(&relay.text, e, p, err, errlen)) { sampler_free(smp); return -1; }
     gen_options g = {.mtp = e->opt.mtp, .max_new = p->max_new, .eos_id = p->ignore_eos ? -1 : e->info.eos_id,
-                     .ctx = e->opt.ctx, .prefill_chunk = e->opt.prefill_chunk, .prefetch = e->opt.prefetch,
+                     .ctx = e->opt.ctx, .prefill_chunk = chunk, .prefetch = e->opt.prefetch,
                      .kv_bf16 = e->opt.kv_bf16, .sampler = smp, .on_token = relay_token, .token_ctx = &relay,
                      .on_step = relay_step, .step_ctx = &relay, .on_route = p->on_route, .route_ctx = p->ctx,
                      .on_prefill = relay_prefill, .prefill_ctx = &relay};

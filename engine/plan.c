@@ -214,9 +214,11 @@ int engine_plan_memory(dsspec *e, size_t slot_bytes, char *err, size_t errlen)
     p->kv = kv_cache_bytes(c, c->num_hidden_layers + (o->mtp ? 1 : 0), o->ctx, o->kv_bf16 ? DTYPE_BF16 : DTYPE_F32);
     if (e->opt.prefill_chunk <= 0) e->opt.prefill_chunk = prefill_chunk_from_budget(e->m, p, o->ctx);
     p->prefill_chunk = o->prefill_chunk;
+    /* The arena is planned for a whole chunk but allocated for the decode's 2 rows here; a prompt
+     * grows it to the rows it uses (dsspec_generate), so a short prompt never touches the rest. */
     int rows = o->prefill_chunk > 2 ? o->prefill_chunk : 2;
-    if (model_reserve_scratch(e->m, rows, o->ctx, err, errlen)) return -1;
-    p->scratch = model_scratch_bytes(e->m) + loop_buffer_bytes(c) + (uint64_t)rows * c->hidden_size * 4;
+    if (model_reserve_scratch(e->m, 2, o->ctx, err, errlen)) return -1;
+    p->scratch = rows_bytes(e->m, rows, o->ctx) + loop_buffer_bytes(c);
     p->slot_bytes = slot_bytes;
     p->min_slots = expert_cache_min_slots(c->num_experts_per_tok, o->mtp ? 2 : 1);
     if (slots_from_budget(o, p, p->resident + p->kv + p->scratch, err, errlen)) return -1;
