@@ -44,17 +44,16 @@ static int collect_rows(const run_result *runs, ab_row *rows)
         v[2][i] = r->gen.main_passes;
         v[3][i] = r->gen.main_passes ? (r->gen.generated - 1.0) / r->gen.main_passes : 0;
         v[4][i] = r->gen.drafts ? 100.0 * r->gen.accepted / r->gen.drafts : 0;
-        v[5][i] = r->gen.main_passes ? 100.0 * r->gen.drafts / r->gen.main_passes : 0;
-        v[6][i] = r->have_cache ? per_token((double)r->cache.misses, r) : 0;
-        v[7][i] = r->have_cache ? per_token((double)r->cache.bytes_read, r) / 1048576.0 : 0;
-        v[8][i] = 100.0 * hit_rate(r);
-        v[9][i] = stall_pct(r);
-        v[10][i] = r->peak_rss / 1048576.0;
+        v[5][i] = r->have_cache ? per_token((double)r->cache.misses, r) : 0;
+        v[6][i] = r->have_cache ? per_token((double)r->cache.bytes_read, r) / 1048576.0 : 0;
+        v[7][i] = 100.0 * hit_rate(r);
+        v[8][i] = stall_pct(r);
+        v[9][i] = r->peak_rss / 1048576.0;
     }
     static const char *names[] = {"decode tokens/s", "generated tokens", "main-model passes", "tokens per main pass",
-                                  "MTP acceptance %", "passes with a draft %", "experts loaded / token", "MiB read / token",
+                                  "MTP acceptance %", "experts loaded / token", "MiB read / token",
                                   "cache hit rate %", "I/O stall % of time", "peak RSS MiB"};
-    static const char *fmts[] = {"%.2f", "%.0f", "%.0f", "%.3f", "%.1f", "%.1f", "%.2f", "%.2f", "%.1f", "%.1f", "%.1f"};
+    static const char *fmts[] = {"%.2f", "%.0f", "%.0f", "%.3f", "%.1f", "%.2f", "%.2f", "%.1f", "%.1f", "%.1f"};
     int n = (int)(sizeof names / sizeof names[0]);
     for (int k = 0; k < n; k++) {
         rows[k] = (ab_row){.name = names[k], .fmt = fmts[k]};
@@ -77,7 +76,11 @@ static void print_table(const ab_row *rows, int n, int greedy, int identical, co
         }
         fprintf(out, "\n");
     }
-    fprintf(out, "%-24s %44s\n", "outputs identical", identical ? "yes" : "NO");
+    fprintf(out, "%-24s %44s\n", greedy ? "greedy outputs identical" : "sampled outputs identical", identical ? "yes" : "NO");
+    const run_result *au = on + 1;
+    fprintf(out, "MTP auto drafted on %.1f%% of its passes (%d without a draft: %d by the estimates, %d re-measuring, %d at the end)\n",
+            au->gen.main_passes ? 100.0 * au->gen.drafts / au->gen.main_passes : 0, au->gen.plain_steps, au->gen.no_draft_cost,
+            au->gen.no_draft_explore, au->gen.no_draft_end);
     fprintf(out, "cache: %d slots of %d experts, each run from a cold (empty) cache; io %s%s\n", on->plan.slots,
             on->plan.total_experts, on->plan.io_backend ? on->plan.io_backend : "?", greedy ? "" : "; sampled (same seed)");
 }
@@ -95,6 +98,8 @@ static int write_ab_report(const char *path, const run_options *o, const run_res
         cJSON *col = cJSON_AddObjectToObject(j, run_keys[k]);
         for (int i = 0; i < n; i++) cJSON_AddNumberToObject(col, rows[i].name, rows[i].v[k]);
     }
+    const run_result *au = r + 2;
+    cJSON_AddNumberToObject(j, "auto_draft_pass_pct", au->gen.main_passes ? 100.0 * au->gen.drafts / au->gen.main_passes : 0);
     cJSON_AddNumberToObject(j, "cache_slots", r->plan.slots);
     cJSON_AddNumberToObject(j, "total_experts", r->plan.total_experts);
     cJSON_AddBoolToObject(j, "greedy", greedy);

@@ -26,7 +26,7 @@ for b in budgets:
     runs = [json.load(open(f)) for f in sorted(glob.glob(f"{out}/{b}.*.json"))]
     col = {m: [r[m]["decode tokens/s"] for r in runs] for m in ("mtp_off", "mtp_on", "mtp_auto")}
     med = {m: statistics.median(v) for m, v in col.items()}
-    drafts = statistics.median(r["mtp_auto"]["passes with a draft %"] for r in runs)
+    drafts = statistics.median(r["auto_draft_pass_pct"] for r in runs)
     cell = lambda m: f"{med[m]:.0f} [{min(col[m]):.0f}, {max(col[m]):.0f}]"
     ok = med["mtp_auto"] >= 0.97 * max(med["mtp_off"], med["mtp_on"]) and (med["mtp_on"] <= med["mtp_off"] or med["mtp_auto"] > med["mtp_off"])
     ok = ok and all(r["outputs_identical"] for r in runs)
