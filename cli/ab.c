@@ -1,4 +1,4 @@
-/* dsspec ab: the same prompt with MTP off, then on, same seed, each from a cold expert cache
+/* dsspec ab: the same prompt with MTP off, on and auto, same seed, each from a cold expert cache
  * (a fresh, empty arena; O_DIRECT reads bypass the page cache), and one table of what differs. */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -8,9 +8,14 @@
 #include "cli/cli.h"
 #include "cli/runner.h"
 
+enum { AB_RUNS = 3 };
+static const char *const run_names[AB_RUNS] = {"MTP off", "MTP on", "MTP auto"};
+static const char *const run_keys[AB_RUNS] = {"mtp_off", "mtp_on", "mtp_auto"};
+static const int run_modes[AB_RUNS] = {DSSPEC_MTP_OFF, DSSPEC_MTP_ON, DSSPEC_MTP_AUTO};
+
 typedef struct {
     const char *name;
-    double off, on;
+    double v[AB_RUNS];
     const char *fmt;
 } ab_row;
 
@@ -29,13 +34,11 @@ static double stall_pct(const run_result *r)
     return r->have_cache && total > 0 ? 100.0 * r->cache.stall_ns * 1e-9 / total : 0;
 }
 
-static int collect_rows(const run_result *off, const run_result *on, ab_row *rows)
+static int collect_rows(const run_result *runs, ab_row *rows)
 {
-    int n = 0;
-    const run_result *rr[2] = {off, on};
-    double v[12][2];
-    for (int i = 0; i < 2; i++) {
-        const run_result *r = rr[i];
+    double v[12][AB_RUNS];
+    for (int i = 0; i < AB_RUNS; i++) {
+        const run_result *r = &runs[i];
         v[0][i] = dsspec_decode_tokens_per_second(&r->gen);
         v[1][i] = r->gen.generated;
         v[2][i] = r->gen.main_passes;
@@ -48,25 +51,38 @@ static int collect_rows(const run_result *off, const run_result *on, ab_row *row
         v[9][i] = r->peak_rss / 1048576.0;
     }
     static const char *names[] = {"decode tokens/s", "generated tokens", "main-model passes", "tokens per main pass",
-                                  "MTP acceptance %", "experts loaded / token", "MiB read / token", "cache hit rate %",
-                                  "I/O stall % of time", "peak RSS MiB"};
+                                  "MTP acceptance %", "experts loaded / token", "MiB read / token",
+                                  "cache hit rate %", "I/O stall % of time", "peak RSS MiB"};
     static const char *fmts[] = {"%.2f", "%.0f", "%.0f", "%.3f", "%.1f", "%.2f", "%.2f", "%.1f", "%.1f", "%.1f"};
-    for (int k = 0; k < 10; k++) rows[n++] = (ab_row){names[k], v[k][0], v[k][1], fmts[k]};
+    int n = (int)(sizeof names / sizeof names[0]);
+    for (int k = 0; k < n; k++) {
+        rows[k] = (ab_row){.name = names[k], .fmt = fmts[k]};
+        memcpy(rows[k].v, v[k], sizeof rows[k].v);
+    }
     return n;
 }
 
 static void print_table(const ab_row *rows, int n, int greedy, int identical, const run_result *on, FILE *out)
 {
-    fprintf(out, "%-24s %14s %14s\n", "", "MTP off", "MTP on");
+    fprintf(out, "%-24s", "");
+    for (int r = 0; r < AB_RUNS; r++) fprintf(out, " %14s", run_names[r]);
+    fprintf(out, "\n");
     for (int i = 0; i < n; i++) {
-        char a[32], b[32];
-        snprintf(a, sizeof a, rows[i].fmt, rows[i].off);
-        snprintf(b, sizeof b, rows[i].fmt, rows[i].on);
-        fprintf(out, "%-24s %14s %14s\n", rows[i].name, a, b);
+        fprintf(out, "%-24s", rows[i].name);
+        for (int r = 0; r < AB_RUNS; r++) {
+            char a[32];
+            snprintf(a, sizeof a, rows[i].fmt, rows[i].v[r]);
+            fprintf(out, " %14s", a);
+        }
+        fprintf(out, "\n");
     }
-    fprintf(out, "%-24s %29s\n", "greedy outputs identical", greedy ? (identical ? "yes" : "NO") : "n/a (sampling)");
-    fprintf(out, "cache: %d slots of %d experts, each run from a cold (empty) cache; io %s\n", on->plan.slots,
-            on->plan.total_experts, on->plan.io_backend ? on->plan.io_backend : "?");
+    fprintf(out, "%-24s %44s\n", greedy ? "greedy outputs identical" : "sampled outputs identical", identical ? "yes" : "NO");
+    const run_result *au = on + 1;
+    fprintf(out, "MTP auto drafted on %.1f%% of its passes (%d without a draft: %d by the estimates, %d re-measuring, %d at the end)\n",
+            au->gen.main_passes ? 100.0 * au->gen.drafts / au->gen.main_passes : 0, au->gen.plain_steps, au->gen.no_draft_cost,
+            au->gen.no_draft_explore, au->gen.no_draft_end);
+    fprintf(out, "cache: %d slots of %d experts, each run from a cold (empty) cache; io %s%s\n", on->plan.slots,
+            on->plan.total_experts, on->plan.io_backend ? on->plan.io_backend : "?", greedy ? "" : "; sampled (same seed)");
 }
 
 static int write_ab_report(const char *path, const run_options *o, const run_result *r, const ab_row *rows, int n,
@@ -78,13 +94,16 @@ static int write_ab_report(const char *path, const run_options *o, const run_res
     cJSON_AddStringToObject(j, "model", o->engine.model_dir ? o->engine.model_dir : dsspec_default_model_dir());
     cJSON_AddStringToObject(j, "started_at", r->started_at);
     cJSON_AddStringToObject(j, "command_line", line);
-    cJSON *off = cJSON_AddObjectToObject(j, "mtp_off"), *on = cJSON_AddObjectToObject(j, "mtp_on");
-    for (int i = 0; i < n; i++) {
-        cJSON_AddNumberToObject(off, rows[i].name, rows[i].off);
-        cJSON_AddNumberToObject(on, rows[i].name, rows[i].on);
+    for (int k = 0; k < AB_RUNS; k++) {
+        cJSON *col = cJSON_AddObjectToObject(j, run_keys[k]);
+        for (int i = 0; i < n; i++) cJSON_AddNumberToObject(col, rows[i].name, rows[i].v[k]);
     }
+    const run_result *au = r + 2;
+    cJSON_AddNumberToObject(j, "auto_draft_pass_pct", au->gen.main_passes ? 100.0 * au->gen.drafts / au->gen.main_passes : 0);
+    cJSON_AddNumberToObject(j, "cache_slots", r->plan.slots);
+    cJSON_AddNumberToObject(j, "total_experts", r->plan.total_experts);
     cJSON_AddBoolToObject(j, "greedy", greedy);
-    if (greedy) cJSON_AddBoolToObject(j, "outputs_identical", identical);
+    cJSON_AddBoolToObject(j, "outputs_identical", identical);
     cJSON_AddStringToObject(j, "cache_state", "cold: each run starts with an empty expert cache");
     char *text = cJSON_Print(j);
     FILE *f = fopen(path, "w");
@@ -96,41 +115,53 @@ static int write_ab_report(const char *path, const run_options *o, const run_res
     return ok ? 0 : 1;
 }
 
+/* The three runs, interleaved with nothing else: each from a cold cache. */
+static int run_all(run_options *o, run_result *runs)
+{
+    static const char *labels[AB_RUNS] = {"ab 1/3 MTP off", "ab 2/3 MTP on", "ab 3/3 MTP auto"};
+    for (int k = 0; k < AB_RUNS; k++) {
+        o->engine.mtp = run_modes[k];
+        o->progress_label = labels[k];
+        int rc = run_once(o, 1, &runs[k]);
+        if (rc) {
+            for (int i = 0; i <= k; i++) run_result_free(&runs[i]);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static int same_tokens(const run_result *a, const run_result *b)
+{
+    return a->n_tokens == b->n_tokens && !memcmp(a->tokens, b->tokens, a->n_tokens * sizeof(int));
+}
+
 int cli_ab(int argc, char **argv)
 {
     run_options o;
     run_options_defaults(&o);
     int n;
     const flag *flags = run_flags(&o, &n);
-    int rc = flags_parse("ab", "usage: dsspec ab [run flags]\nRuns the prompt with --mtp off, then on (same seed, cold cache each), and prints one table.\n--report FILE writes the table as JSON; --mtp is ignored.\n",
+    int rc = flags_parse("ab", "usage: dsspec ab [run flags]\nRuns the prompt with --mtp off, on and auto (same seed, cold cache each), and prints one table.\n--report FILE writes the table as JSON; --mtp is ignored. The three outputs must be identical (greedy or sampled).\n",
                          flags, n, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : rc;
     if ((rc = run_options_finish(&o, "ab"))) return rc;
-    if (o.session_path) return flags_usage_error("ab", "--session belongs to dsspec run (ab makes two runs)");
+    if (o.session_path) return flags_usage_error("ab", "--session belongs to dsspec run (ab makes three runs)");
     const char *report = o.report_path;
     o.report_path = NULL;
     o.telemetry_path = NULL;
     o.quiet = 1;
-    run_result off, on;
-    o.engine.mtp = 0;
     o.argc = argc;
     o.argv = argv;
-    o.progress_label = "ab 1/2 MTP off";
-    rc = run_once(&o, 1, &off);
-    if (rc) { run_result_free(&off); return rc; }
-    o.engine.mtp = 1;
-    o.progress_label = "ab 2/2 MTP on";
-    rc = run_once(&o, 1, &on);
-    if (rc == 0) {
-        int greedy = o.gen.temperature == 0;
-        int identical = off.n_tokens == on.n_tokens && !memcmp(off.tokens, on.tokens, off.n_tokens * sizeof(int));
-        ab_row rows[16];
-        int nrows = collect_rows(&off, &on, rows);
-        print_table(rows, nrows, greedy, identical, &on, stdout);
-        if (report) rc = write_ab_report(report, &o, &off, rows, nrows, greedy, identical);
-        if (greedy && !identical) rc = 1;
-    }
-    run_result_free(&off);
-    run_result_free(&on);
+    run_result runs[AB_RUNS];
+    if ((rc = run_all(&o, runs))) return rc;
+    int greedy = o.gen.temperature == 0;
+    int identical = same_tokens(&runs[0], &runs[1]) && same_tokens(&runs[0], &runs[2]);
+    ab_row rows[16];
+    int nrows = collect_rows(runs, rows);
+    print_table(rows, nrows, greedy, identical, &runs[1], stdout);
+    if (report) rc = write_ab_report(report, &o, &runs[0], rows, nrows, greedy, identical);
+    if (!identical) rc = 1;
+    for (int k = 0; k < AB_RUNS; k++) run_result_free(&runs[k]);
     return rc;
 }

@@ -89,6 +89,18 @@ static void on_text(void *ctx, const char *text, size_t len)
     fflush(stdout);
 }
 
+/* Per decode step: drafted or not, and why not (dsspec_gen_stats). */
+static void add_mtp_steps(cJSON *j, const dsspec_gen_stats *g)
+{
+    cJSON *m = cJSON_AddObjectToObject(j, "mtp_steps");
+    cJSON_AddNumberToObject(m, "drafted", g->drafts);
+    cJSON_AddNumberToObject(m, "plain", g->plain_steps);
+    cJSON_AddNumberToObject(m, "no_draft_cost", g->no_draft_cost);
+    cJSON_AddNumberToObject(m, "no_draft_explore", g->no_draft_explore);
+    cJSON_AddNumberToObject(m, "no_draft_end", g->no_draft_end);
+    cJSON_AddNumberToObject(m, "draft_explore", g->draft_explore);
+}
+
 static void write_telemetry_line(run_output *out, int generated, const dsspec_gen_stats *g)
 {
     cJSON *line = cJSON_CreateObject();
@@ -97,6 +109,7 @@ static void write_telemetry_line(run_output *out, int generated, const dsspec_ge
     cJSON_AddNumberToObject(line, "main_passes", g->main_passes);
     cJSON_AddNumberToObject(line, "drafts", g->drafts);
     cJSON_AddNumberToObject(line, "accepted", g->accepted);
+    add_mtp_steps(line, g);
     cJSON *cj = dsspec_cache_stats_json(out->e);
     if (cj) cJSON_AddItemToObject(line, "cache", cj);
     char *text = cJSON_PrintUnformatted(line);
@@ -197,7 +210,8 @@ static void print_summary(const run_result *r, FILE *f)
     fprintf(f, "\ndsspec: %d prompt tokens, %d generated (%s); %s, decode %.2f tok/s; %d main passes", g->prompt_tokens,
             g->generated, stop_text(r), prefill, dsspec_decode_tokens_per_second(g), g->main_passes);
     if (r->plan.mtp)
-        fprintf(f, "; MTP accepted %d of %d drafts (%.1f%%)", g->accepted, g->drafts, g->drafts ? 100.0 * g->accepted / g->drafts : 0);
+        fprintf(f, "; MTP %s accepted %d of %d drafts (%.1f%%), %d steps without a draft", dsspec_mtp_name(r->plan.mtp),
+                g->accepted, g->drafts, g->drafts ? 100.0 * g->accepted / g->drafts : 0, g->plain_steps);
     if (g->restored_tokens || g->restored_rows)
         fprintf(f, "; resumed: %d tokens and %d prompt rows restored from the session", g->restored_tokens, g->restored_rows);
     fprintf(f, "; peak RSS %.3f GiB\n", r->peak_rss / 1073741824.0);
@@ -346,6 +360,7 @@ cJSON *run_report_json(const run_options *o, const run_result *r, dsspec *e)
     cJSON_AddStringToObject(j, "model", o->engine.model_dir ? o->engine.model_dir : dsspec_default_model_dir());
     add_run_metadata(j, o, r, e);
     cJSON_AddBoolToObject(j, "mtp", r->plan.mtp);
+    cJSON_AddStringToObject(j, "mtp_mode", dsspec_mtp_name(r->plan.mtp));
     cJSON_AddNumberToObject(j, "prompt_tokens", g->prompt_tokens);
     cJSON_AddNumberToObject(j, "generated", g->generated);
     cJSON_AddStringToObject(j, "stopped_by", r->interrupted ? "signal" : dsspec_stop_reason_name(g->stopped_by));
@@ -359,6 +374,21 @@ cJSON *run_report_json(const run_options *o, const run_result *r, dsspec *e)
     cJSON_AddNumberToObject(j, "drafts", g->drafts);
     cJSON_AddNumberToObject(j, "accepted", g->accepted);
     cJSON_AddNumberToObject(j, "acceptance", g->drafts ? (double)g->accepted / g->drafts : 0);
+    add_mtp_steps(j, g);
+    cJSON *est = cJSON_AddObjectToObject(j, "mtp_costs");
+    cJSON_AddNumberToObject(est, "kv_only_seconds", g->mtp_kv_seconds);
+    cJSON_AddNumberToObject(est, "drafting_seconds", g->mtp_draft_seconds);
+    cJSON_AddNumberToObject(est, "plain_pass_s", g->est_plain_pass_s);
+    cJSON_AddNumberToObject(est, "verify_pass_s", g->est_verify_pass_s);
+    cJSON_AddNumberToObject(est, "mtp_kv_pass_s", g->est_mtp_kv_s);
+    cJSON_AddNumberToObject(est, "mtp_draft_pass_s", g->est_mtp_draft_s);
+    cJSON *pf = cJSON_AddObjectToObject(j, "prefill_experts");
+    int rows = g->prompt_tokens - g->restored_rows > 0 ? g->prompt_tokens - g->restored_rows : 1;
+    cJSON_AddNumberToObject(pf, "requests", (double)g->prefill_expert_requests);
+    cJSON_AddNumberToObject(pf, "loads", (double)g->prefill_expert_loads);
+    cJSON_AddNumberToObject(pf, "bytes_read", (double)g->prefill_bytes_read);
+    cJSON_AddNumberToObject(pf, "requests_per_prompt_token", (double)g->prefill_expert_requests / rows);
+    cJSON_AddNumberToObject(pf, "bytes_read_per_prompt_token", (double)g->prefill_bytes_read / rows);
     cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)r->peak_rss);
     cJSON_AddItemToObject(j, "plan", dsspec_plan_json(&r->plan));
     if (r->have_cache) {

@@ -36,6 +36,13 @@ void run_options_defaults(run_options *o)
     o->session_sync = 8;
 }
 
+static int parse_mtp(const char *flag, const char *v, void *dst, char *err, size_t errlen)
+{
+    if (dsspec_mtp_parse(v, dst) == 0) return 0;
+    snprintf(err, errlen, "%s: expected auto, on or off, got '%s'", flag, v);
+    return -1;
+}
+
 const flag *run_flags(run_options *o, int *n)
 {
     static flag f[64];
@@ -62,7 +69,7 @@ const flag *run_flags(run_options *o, int *n)
         {FLAG_STRING_LIST, "--stop", "TEXT", &o->stop, .help = "stop when the text contains TEXT (not printed; repeatable)"},
         {FLAG_CUSTOM, "--seed", "S", &g->seed, .parse = flag_parse_seed, .help = "random seed (default 42)"},
         {FLAG_SECTION, .help = "speculation and memory"},
-        {FLAG_CUSTOM, "--mtp", "on|off", &e->mtp, .parse = flag_parse_on_off, .help = "draft with the checkpoint's MTP layer (default on when it has one)"},
+        {FLAG_CUSTOM, "--mtp", "auto|on|off", &e->mtp, .parse = parse_mtp, .help = "draft with the checkpoint's MTP layer: every step, or (auto, the default when it has one) on the steps where measured pass times and acceptance say a draft pays; same tokens either way"},
         {FLAG_CUSTOM, "--mem-budget", "SIZE", &e->mem_budget, .parse = flag_parse_size, .help = "whole-process memory budget, e.g. 24G (default: 90% of RAM)"},
         {FLAG_DOUBLE, "--cache-gib", "G", &e->cache_gib, 1e-6, 1e6, .help = "expert cache size in GiB (default: what the budget leaves)"},
         {FLAG_STRING, "--cache-policy", "P", &o->policy, .help = "lfu | lru | arc (default lfu)"},
@@ -74,7 +81,7 @@ const flag *run_flags(run_options *o, int *n)
         {FLAG_SECTION, .help = "compute"},
         {FLAG_INT, "-t|--threads", "N", &e->threads, 1, 1024, .help = threads_help},
         {FLAG_STRING, "--cpu-features", "P", &o->cpu, .help = "highest kernel path: scalar | avx2 | avx512 (default: best available)"},
-        {FLAG_INT, "--prefill-chunk", "N", &e->prefill_chunk, 1, 1 << 16, .help = "prompt rows per prefill pass (default 64)"},
+        {FLAG_INT, "--prefill-chunk", "N", &e->prefill_chunk, 1, 1 << 16, .help = "prompt rows per prefill pass (default: as many as a quarter of the budget left after weights and KV holds, at most --ctx; the plan says)"},
         {FLAG_SECTION, .help = "output and telemetry"},
         {FLAG_SWITCH, "--print-ids", NULL, &o->print_ids, .help = "print the generated ids on one line of stdout instead of text"},
         {FLAG_SWITCH, "--quiet", NULL, &o->quiet, .help = "no plan or summary on stderr"},

@@ -30,6 +30,8 @@ int model_has_mtp(const model *m);
  * line (the old arena, if any, is kept). */
 int model_reserve_scratch(model *m, int max_rows, int ctx, char *err, size_t errlen);
 size_t model_scratch_bytes(const model *m); /* the arena's real size in bytes (0 before reserve) */
+/* What model_reserve_scratch(m, max_rows, ctx) would allocate, without allocating. */
+size_t model_scratch_bytes_for(const model *m, int max_rows, int ctx);
 
 /* Latent KV cache of a set of layers: per token kv_lora_rank latent + qk_rope_head_dim rotated
  * k_rope values per layer, stored as F32 (exact; the reference tests use it) or BF16 (half the

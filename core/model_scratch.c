@@ -60,6 +60,13 @@ static size_t carve(const model *m, int rows, char *base, scratch *s)
     return off;
 }
 
+size_t model_scratch_bytes_for(const model *m, int max_rows, int ctx)
+{
+    scratch s;
+    (void)ctx; /* nothing in the arena grows with the context */
+    return carve(m, max_rows, NULL, &s);
+}
+
 int model_reserve_scratch(model *m, int max_rows, int ctx, char *err, size_t errlen)
 {
     const scratch *old = &m->scratch;

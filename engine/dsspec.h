@@ -44,6 +44,15 @@ struct dsspec_generate_params;
 
 /* ------------------------------------------------------------------ opening */
 
+/* MTP speculation: off; a draft every step; or auto, which drafts on the steps where its running
+ * estimates (pass times, acceptance) say a draft yields more tokens per second, keeping the MTP
+ * layer's KV complete so drafting can resume at any step. All three give the same tokens for the
+ * same seed (greedy and sampled). */
+enum { DSSPEC_MTP_OFF = 0, DSSPEC_MTP_ON = 1, DSSPEC_MTP_AUTO = 2 };
+/* "off" "on" "auto" -> DSSPEC_MTP_*; 0 ok, -1 otherwise. */
+int dsspec_mtp_parse(const char *s, int *out);
+const char *dsspec_mtp_name(int mtp);
+
 typedef enum { DSSPEC_POLICY_LRU = 0, DSSPEC_POLICY_LFU, DSSPEC_POLICY_ARC } dsspec_cache_policy;
 typedef enum { DSSPEC_IO_AUTO = 0, DSSPEC_IO_URING, DSSPEC_IO_PREAD } dsspec_io_backend;
 /* Where routed experts come from: the bounded cache over the reader (what `run` uses), or read
@@ -55,7 +64,7 @@ typedef struct {
     const char *model_dir;       /* NULL: the embedded model (dsspec_default_model_dir) */
     int threads;                 /* worker threads, >= 1 (default: the physical cores) */
     const char *cpu_features;    /* NULL: best kernel path; else "scalar" | "avx2" | "avx512" */
-    int mtp;                     /* -1: on when the checkpoint has an MTP layer; 0 off; 1 on */
+    int mtp;                     /* DSSPEC_MTP_*; -1: auto when the checkpoint has an MTP layer, else off */
     int64_t mem_budget;          /* whole-process bytes; 0: 90% of physical RAM */
     double cache_gib;            /* expert cache size; 0: what the budget leaves */
     dsspec_cache_policy policy;
@@ -64,7 +73,8 @@ typedef struct {
     int queue_depth;             /* expert reads in flight at most */
     int ctx;                     /* positions the latent KV cache holds; 0: the default (the plan's ctx_note says which) */
     int kv_bf16;                 /* latent KV in BF16 (half the memory) instead of F32 (exact); -1: F32 when the budget holds it */
-    int prefill_chunk;           /* prompt rows per forward pass */
+    int prefill_chunk;           /* prompt rows per forward pass; 0: as many as a quarter of what the
+                                  * budget leaves after weights and KV holds, at most ctx (the plan says) */
     int load_tokenizer;          /* 1: load the checkpoint's tokenizer.json (text in and out) */
     dsspec_expert_source experts;
 } dsspec_options;
@@ -236,6 +246,18 @@ typedef struct dsspec_gen_stats {
     dsspec_stop_reason stopped_by;
     int restored_tokens;         /* of generated, those replayed from the session, not computed now */
     int restored_rows;           /* prompt rows whose KV came from the session */
+    /* MTP per decode step (this process's steps only, not restored ones): passes without a draft,
+     * and why: the estimates favour no draft, a re-measurement of the plain step while drafting
+     * wins, no room for a draft row (--ctx or -n ends); drafts made only to re-measure. Seconds in
+     * MTP passes that only keep its KV complete and in those that draft; the final running
+     * estimates of each part of a step (seconds). */
+    int plain_steps, no_draft_cost, no_draft_explore, no_draft_end, draft_explore;
+    double mtp_kv_seconds, mtp_draft_seconds;
+    double est_plain_pass_s, est_verify_pass_s, est_mtp_kv_s, est_mtp_draft_s;
+    /* Expert requests to the cache and loads from disk (with bytes) while the prompt was processed
+     * (0 with DSSPEC_EXPERTS_DIRECT); per prompt row they show whether each needed expert is read
+     * once per chunk. */
+    uint64_t prefill_expert_requests, prefill_expert_loads, prefill_bytes_read;
 } dsspec_gen_stats;
 
 /* Prefill prompt[0..n) and generate; the expert cache stays warm across calls. Returns 0, or -1

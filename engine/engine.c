@@ -16,7 +16,7 @@ void dsspec_options_default(dsspec_options *o)
     o->queue_depth = 16;
     o->ctx = 0;      /* engine_default_ctx (engine/plan.c) */
     o->kv_bf16 = -1; /* F32 when the budget holds it (engine/plan.c) */
-    o->prefill_chunk = 64;
+    o->prefill_chunk = 0; /* from the budget (engine/plan.c) */
     o->load_tokenizer = 1;
 }
 
@@ -67,7 +67,9 @@ static int open_model(dsspec *e, char *err, size_t errlen)
     if (!(e->m = model_load(e->ck, e->pool, err, errlen))) return -1;
     if (o->load_tokenizer && !(e->tok = tokenizer_load(o->model_dir, err, errlen))) return -1;
     fill_model_info(e);
-    if (e->opt.mtp < 0) e->opt.mtp = e->info.has_mtp;
+    /* auto (the default) means off where there is nothing to draft with; only on insists. */
+    if (e->opt.mtp < 0 || (e->opt.mtp == DSSPEC_MTP_AUTO && !e->info.has_mtp))
+        e->opt.mtp = e->info.has_mtp ? DSSPEC_MTP_AUTO : DSSPEC_MTP_OFF;
     if (e->opt.mtp && !e->info.has_mtp) {
         error_set(err, errlen, "--mtp on: %s has no MTP layer (num_nextn_predict_layers 0)", o->model_dir);
         return -1;
@@ -100,11 +102,11 @@ dsspec *dsspec_open(const dsspec_options *o, int *usage_error, char *err, size_t
     e->opt = *o;
     if (dsspec_resolve_model_dir(o->model_dir, &e->opt.model_dir, err, errlen)) goto fail;
     if (e->opt.threads < 1) e->opt.threads = 1;
-    if (e->opt.prefill_chunk < 1) e->opt.prefill_chunk = 1;
     if (open_model(e, err, errlen)) goto fail;
     if (e->opt.experts == DSSPEC_EXPERTS_DIRECT) {
         if (e->opt.kv_bf16 < 0) e->opt.kv_bf16 = 0; /* no budget to fit: exact */
         if (e->opt.ctx <= 0) e->opt.ctx = engine_default_ctx(model_get_config(e->m), &e->opt, NULL, NULL);
+        if (e->opt.prefill_chunk <= 0) e->opt.prefill_chunk = 64; /* no plan, no budget to size it from */
         if (!(e->direct = expert_direct_create(e->ck))) { error_set(err, errlen, "out of memory"); goto fail; }
         e->provider = expert_direct_provider(e->direct);
     } else if (open_expert_cache(e, usage_error, err, errlen)) {

@@ -18,6 +18,19 @@ const char *dsspec_stop_reason_name(dsspec_stop_reason r)
     return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : "?";
 }
 
+int dsspec_mtp_parse(const char *s, int *out)
+{
+    static const char *names[] = {"off", "on", "auto"};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, names[i])) { *out = i; return 0; }
+    return -1;
+}
+
+const char *dsspec_mtp_name(int mtp)
+{
+    return mtp == DSSPEC_MTP_OFF ? "off" : mtp == DSSPEC_MTP_ON ? "on" : mtp == DSSPEC_MTP_AUTO ? "auto" : "?";
+}
+
 double dsspec_decode_tokens_per_second(const dsspec_gen_stats *st)
 {
     int computed = st->generated - st->restored_tokens - (st->restored_tokens ? 0 : 1);
@@ -41,6 +54,9 @@ typedef struct {
     const gen_stats *gs;             /* the loop's counters, for p->live */
     int stopped;
     text_relay text;
+    dsspec *e;
+    dsspec_cache_counters at_start, after_prefill; /* have_counters: the engine has a cache */
+    int have_counters, prefill_counted;
 } step_relay;
 
 static int relay_step(void *ctx, int generated)
@@ -54,6 +70,11 @@ static int relay_step(void *ctx, int generated)
         live->drafts = r->gs->drafts;
         live->accepted = r->gs->accepted;
         live->prefill_seconds = r->gs->prefill_seconds;
+        live->plain_steps = r->gs->plain_steps;
+        live->no_draft_cost = r->gs->no_draft_cost;
+        live->no_draft_explore = r->gs->no_draft_explore;
+        live->no_draft_end = r->gs->no_draft_end;
+        live->draft_explore = r->gs->draft_explore;
     }
     if (!r->p->on_step) return 0;
     r->stopped = r->p->on_step(r->p->ctx, generated) != 0;
@@ -63,6 +84,8 @@ static int relay_step(void *ctx, int generated)
 static int relay_prefill(void *ctx, int done, int n)
 {
     step_relay *r = ctx;
+    if (done == n && r->have_counters && !r->prefill_counted)
+        r->prefill_counted = dsspec_get_cache_counters(r->e, &r->after_prefill) == 0;
     if (!r->p->on_prefill) return 0;
     r->stopped = r->p->on_prefill(r->p->ctx, done, n) != 0;
     return r->stopped;
@@ -131,6 +154,23 @@ static void fill_stats(dsspec_gen_stats *st, const gen_stats *gs, int rc, const 
     st->prefill_seconds = gs->prefill_seconds;
     st->decode_seconds = gs->decode_seconds;
     st->stopped_by = stop_reason(gs, rc, r->stopped, r->text.hit);
+    st->plain_steps = gs->plain_steps;
+    st->no_draft_cost = gs->no_draft_cost;
+    st->no_draft_explore = gs->no_draft_explore;
+    st->no_draft_end = gs->no_draft_end;
+    st->draft_explore = gs->draft_explore;
+    st->mtp_kv_seconds = gs->mtp_kv_seconds;
+    st->mtp_draft_seconds = gs->mtp_draft_seconds;
+    st->est_plain_pass_s = gs->est_plain_s;
+    st->est_verify_pass_s = gs->est_verify_s;
+    st->est_mtp_kv_s = gs->est_mtp_kv_s;
+    st->est_mtp_draft_s = gs->est_mtp_draft_s;
+    if (r->prefill_counted) {
+        const dsspec_cache_counters *a = &r->at_start, *b = &r->after_prefill;
+        st->prefill_expert_requests = (b->hits + b->misses) - (a->hits + a->misses);
+        st->prefill_expert_loads = b->misses - a->misses;
+        st->prefill_bytes_read = b->bytes_read - a->bytes_read;
+    }
 }
 
 int dsspec_generate(dsspec *e, const int *prompt, int n, const dsspec_generate_params *p, dsspec_gen_stats *st,
@@ -141,17 +181,20 @@ int dsspec_generate(dsspec *e, const int *prompt, int n, const dsspec_generate_p
     st->temperature = p->temperature >= 0 ? p->temperature : e->info.default_temperature;
     st->top_p = p->top_p >= 0 ? p->top_p : e->info.default_top_p;
     st->stopped_by = DSSPEC_STOP_IO_ERROR;
-    int rows = e->opt.prefill_chunk > 2 ? e->opt.prefill_chunk : 2;
+    /* A chunk longer than the prompt buys nothing: the arena grows only to the rows used. */
+    int chunk = e->opt.prefill_chunk < n ? e->opt.prefill_chunk : n;
+    int rows = chunk > 2 ? chunk : 2;
     if (dsspec_check_ids(e, prompt, n, err, errlen) || model_reserve_scratch(e->m, rows, e->opt.ctx, err, errlen)) return -1;
     sampler *smp = sampler_create(e->info.vocab_size, st->temperature, st->top_p, p->seed);
     if (!smp) { error_set(err, errlen, "out of memory"); return -1; }
     sampler_set_top_k_min_p(smp, p->top_k, p->min_p);
     gen_stats gs;
     memset(&gs, 0, sizeof gs);
-    step_relay relay = {p, &gs, 0, {0}};
+    step_relay relay = {p, &gs, 0, {0}, e, {0}, {0}, 0, 0};
+    relay.have_counters = dsspec_get_cache_counters(e, &relay.at_start) == 0;
     if (text_relay_start(&relay.text, e, p, err, errlen)) { sampler_free(smp); return -1; }
     gen_options g = {.mtp = e->opt.mtp, .max_new = p->max_new, .eos_id = p->ignore_eos ? -1 : e->info.eos_id,
-                     .ctx = e->opt.ctx, .prefill_chunk = e->opt.prefill_chunk, .prefetch = e->opt.prefetch,
+                     .ctx = e->opt.ctx, .prefill_chunk = chunk, .prefetch = e->opt.prefetch,
                      .kv_bf16 = e->opt.kv_bf16, .sampler = smp, .on_token = relay_token, .token_ctx = &relay,
                      .on_step = relay_step, .step_ctx = &relay, .on_route = p->on_route, .route_ctx = p->ctx,
                      .on_prefill = relay_prefill, .prefill_ctx = &relay};

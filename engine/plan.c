@@ -232,6 +232,30 @@ static void choose_kv_dtype(dsspec_options *o, const model_config *c, dsspec_pla
     p->kv_note = fits ? "default: exact, the budget holds it" : "default: f32 would not fit the context";
 }
 
+/* The default prompt rows per prefill pass: as many as fit a quarter of what the budget leaves
+ * after resident weights and KV (the rest stays for expert slots), at most ctx. A MoE layer reads
+ * each expert a chunk needs once for all its rows, so the longer the chunk, the fewer times a long
+ * prompt streams the experts; at least 2 rows (the verify pass). */
+/* The arena plus the decode loop's hidden states, [rows][H] floats. */
+static uint64_t rows_bytes(const model *m, int rows, int ctx)
+{
+    return model_scratch_bytes_for(m, rows, ctx) + (uint64_t)rows * model_get_config(m)->hidden_size * 4;
+}
+
+static int prefill_chunk_from_budget(const model *m, const dsspec_plan *p, int ctx)
+{
+    uint64_t fixed = p->resident + p->kv + loop_buffer_bytes(model_get_config(m));
+    uint64_t room = p->budget > fixed ? (p->budget - fixed) / 4 : 0;
+    int lo = 2, hi = ctx > 2 ? ctx : 2;
+    if (rows_bytes(m, hi, ctx) <= room) return hi;
+    while (hi - lo > 1) { /* the arena grows with rows: the largest chunk whose arena fits room */
+        int mid = lo + (hi - lo) / 2;
+        if (rows_bytes(m, mid, ctx) <= room) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
 int engine_plan_memory(dsspec *e, size_t slot_bytes, char *err, size_t errlen)
 {
     const dsspec_options *o = &e->opt;
@@ -239,7 +263,6 @@ int engine_plan_memory(dsspec *e, size_t slot_bytes, char *err, size_t errlen)
     dsspec_plan *p = &e->plan;
     memset(p, 0, sizeof *p);
     p->ctx = o->ctx;
-    p->prefill_chunk = o->prefill_chunk;
     p->mtp = o->mtp;
     p->prefetch = o->prefetch;
     p->kv_bf16 = o->kv_bf16;
@@ -247,9 +270,8 @@ int engine_plan_memory(dsspec *e, size_t slot_bytes, char *err, size_t errlen)
     p->total_experts = moe_layers_in_use(c, o->mtp) * c->n_routed_experts;
     if (check_budget_fits(o, p, err, errlen)) return -1;
     p->resident = current_rss();
-    /* The arena's size does not depend on the context, so it is known before the context is. */
-    int rows = o->prefill_chunk > 2 ? o->prefill_chunk : 2;
-    if (model_reserve_scratch(e->m, rows, o->ctx > 0 ? o->ctx : 1, err, errlen)) return -1;
+    /* The decode's 2-row arena first: the context and KV precision defaults are sized beside it. */
+    if (model_reserve_scratch(e->m, 2, o->ctx > 0 ? o->ctx : 1, err, errlen)) return -1;
     p->scratch = model_scratch_bytes(e->m) + loop_buffer_bytes(c);
     p->slot_bytes = slot_bytes;
     p->min_slots = expert_cache_min_slots(c->num_experts_per_tok, o->mtp ? 2 : 1);
@@ -258,8 +280,15 @@ int engine_plan_memory(dsspec *e, size_t slot_bytes, char *err, size_t errlen)
     choose_kv_dtype(&e->opt, c, p);
     p->kv_bf16 = o->kv_bf16;
     if (o->ctx <= 0) e->opt.ctx = p->ctx = engine_default_ctx(c, o, p, &p->ctx_note);
-    if (model_reserve_scratch(e->m, rows, o->ctx, err, errlen)) return -1;
     p->kv = kv_cache_bytes(c, kv_layers(c, o), o->ctx, o->kv_bf16 ? DTYPE_BF16 : DTYPE_F32);
+    /* Then the prompt's chunk, from what the budget leaves after weights and KV. The arena is
+     * planned for a whole chunk but allocated for the decode's 2 rows here; a prompt grows it to
+     * the rows it uses (dsspec_generate), so a short prompt never touches the rest. */
+    if (e->opt.prefill_chunk <= 0) e->opt.prefill_chunk = prefill_chunk_from_budget(e->m, p, o->ctx);
+    p->prefill_chunk = o->prefill_chunk;
+    int rows = o->prefill_chunk > 2 ? o->prefill_chunk : 2;
+    if (model_reserve_scratch(e->m, 2, o->ctx, err, errlen)) return -1;
+    p->scratch = rows_bytes(e->m, rows, o->ctx) + loop_buffer_bytes(c);
     if (slots_from_budget(o, p, p->resident + p->kv + p->scratch, err, errlen)) return -1;
     return check_min_slots(o, c, p, err, errlen);
 }
@@ -282,6 +311,8 @@ void dsspec_plan_print(const dsspec_plan *p, FILE *out)
             (double)p->slots * p->slot_bytes / 1073741824.0, p->slots, p->total_experts, p->slot_bytes / 1048576.0,
             100.0 * p->slots / (p->total_experts ? p->total_experts : 1), p->io_backend,
             p->io_note && *p->io_note ? ": " : "", p->io_note ? p->io_note : "");
+    fprintf(out, "dsspec plan: prefill %d prompt rows per pass, context %d positions, MTP %s\n", p->prefill_chunk, p->ctx,
+            dsspec_mtp_name(p->mtp));
 }
 
 cJSON *dsspec_plan_json(const dsspec_plan *p)
@@ -300,5 +331,7 @@ cJSON *dsspec_plan_json(const dsspec_plan *p)
     cJSON_AddStringToObject(plan, "io_backend", p->io_backend ? p->io_backend : "");
     cJSON_AddStringToObject(plan, "cache_policy", p->cache_policy);
     cJSON_AddBoolToObject(plan, "prefetch", p->prefetch);
+    cJSON_AddNumberToObject(plan, "prefill_chunk", p->prefill_chunk);
+    cJSON_AddStringToObject(plan, "mtp", dsspec_mtp_name(p->mtp));
     return plan;
 }

@@ -1,6 +1,9 @@
-/* The decode loop, MTP off and on. With MTP on, each step verifies [last, draft] at positions
+/* The decode loop, MTP off, on and auto. With a draft, a step verifies [last, draft] at positions
  * [L, L+1] in one main-model pass; a rejected draft's position is not counted in the sequence, and
- * the MTP layer then runs over the accepted rows to draft the next token. */
+ * the MTP layer then runs over the accepted rows to draft the next token. Without a draft (off, or
+ * auto when a draft does not pay), a step is one row; with MTP on or auto the MTP layer still
+ * writes its KV entry for that row (no experts, no attention: see mtp_forward), so a draft can
+ * follow at any step. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +17,24 @@ static double now_seconds(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* A running mean that follows a regime change within ~8 samples; n = 0: no sample yet. */
+typedef struct { double v; int n; } ewma;
+
+static void ewma_add(ewma *e, double x)
+{
+    e->v = e->n++ ? e->v + (x - e->v) * 0.125 : x;
+}
+
+/* --mtp auto's state: per-part costs of a step, and when to try the mode the estimates do not pick
+ * (a cache that fills or empties, a prompt whose acceptance changes, a machine that gets busy). */
+typedef struct {
+    ewma plain_pass, verify_pass, mtp_kv, mtp_draft;
+    int prefer_draft;        /* what the estimates picked last */
+    int since_explore, explore_gap;
+} draft_policy;
+
+enum { EXPLORE_GAP_MIN = 32, EXPLORE_GAP_MAX = 1024 };
+
 typedef struct {
     model *m;
     expert_provider *ep;
@@ -26,6 +47,8 @@ typedef struct {
     float *logits;   /* [2][V] */
     float *hidden;   /* [max(chunk, 2)][H] */
     float *mtp_logits;
+    uint64_t rng_base;   /* the sampler's state the per-position draws are keyed from */
+    draft_policy pol;
     char *err;
     size_t errlen;
 } decoder;
@@ -50,7 +73,7 @@ static int report_boundary(decoder *d, int prefill_done, int last, int draft)
     const gen_options *o = d->o;
     if (!o->on_checkpoint) return 0;
     const gen_stats *st = d->st;
-    gen_checkpoint cp = {d->len, prefill_done, last, draft, o->sampler->state,
+    gen_checkpoint cp = {d->len, prefill_done, last, draft, d->rng_base,
                          st->generated, st->main_passes, st->drafts, st->accepted};
     return o->on_checkpoint(o->checkpoint_ctx, &cp, d->kv, d->mtp_kv, d->err, d->errlen) ? -1 : 0;
 }
@@ -115,61 +138,166 @@ static int step_boundary(decoder *d, int last, int draft)
     return step_hook(d) || d->st->generated >= d->o->max_new;
 }
 
+/* The token at sequence position pos from logits, with the generator keyed by (base, pos). */
+static int pick_at(decoder *d, const float *logits, int pos)
+{
+    sampler *s = d->o->sampler;
+    s->state = d->rng_base + (uint64_t)pos * 0xD1B54A32D192ED03ull;
+    int t = sampler_pick(s, logits);
+    s->state = d->rng_base;
+    return t;
+}
+
+static int verify_at(decoder *d, const float *logits, int pos, int draft, int *token)
+{
+    sampler *s = d->o->sampler;
+    s->state = d->rng_base + (uint64_t)pos * 0xD1B54A32D192ED03ull;
+    int ok = verify_draft(s, logits, draft, token);
+    s->state = d->rng_base;
+    return ok;
+}
+
+/* One main-model pass over rows at [len, len + nb) with hidden states kept; its time into *cost. */
+static int main_pass(decoder *d, const int *rows, int nb, ewma *cost)
+{
+    int pos[2] = {d->len, d->len + 1};
+    forward_request req = {.hidden = d->hidden, .logits = d->logits, .on_route = d->o->on_route,
+                           .route_ctx = d->o->route_ctx, .prefetch = d->o->prefetch};
+    double t = now_seconds();
+    if (model_forward(d->m, d->kv, d->ep, rows, pos, nb, &req, d->err, d->errlen)) return -1;
+    ewma_add(cost, now_seconds() - t);
+    d->st->main_passes++;
+    return 0;
+}
+
 static int decode_plain(decoder *d, int last)
 {
+    ewma unused = {0, 0};
     while (1) {
         int b = step_boundary(d, last, -1);
         if (b) return b < 0 ? -1 : 0;
         if (d->len + 1 > d->o->ctx) { d->st->stopped_by_ctx = 1; return 0; }
-        forward_request req = {.logits = d->logits, .on_route = d->o->on_route, .route_ctx = d->o->route_ctx,
-                               .prefetch = d->o->prefetch};
-        if (model_forward(d->m, d->kv, d->ep, &last, &d->len, 1, &req, d->err, d->errlen)) return -1;
-        d->st->main_passes++;
-        last = sampler_pick(d->o->sampler, d->logits);
+        if (main_pass(d, &last, 1, &unused)) return -1;
+        last = pick_at(d, d->logits, d->len + 1);
         d->len++;
         if (emit(d, last)) return 0;
     }
 }
 
-/* draft < 0: draft from the hidden state the prefill left (a fresh start); else a restored one. */
-static int decode_speculative(decoder *d, int last, int draft)
+/* Whether the next step drafts. The choice uses only what is already known (timings, past
+ * acceptance, room left), never the token the step will draw, so the output stays exact. Tokens per
+ * second: drafting (1 + a) / (verify pass + drafting MTP pass), plain 1 / (1-row pass + KV-only MTP
+ * pass). Until both are measured it tries each; after that the mode the estimates do not pick is
+ * tried once every explore_gap steps, the gap doubling while the pick holds. */
+static int choose_draft(decoder *d)
 {
-    if (draft < 0 && draft_next(d, d->hidden, &last, d->len - 1, 1, &draft)) return -1;
+    const gen_options *o = d->o;
+    gen_stats *st = d->st;
+    draft_policy *p = &d->pol;
+    if (d->len + 2 > o->ctx || st->generated + 2 > o->max_new) { st->no_draft_end++; return 0; }
+    if (o->mtp == GEN_MTP_ON) return 1;
+    if (!p->verify_pass.n || !p->mtp_draft.n) return 1;
+    if (!p->plain_pass.n || !p->mtp_kv.n) { st->no_draft_explore++; return 0; }
+    double a = (st->accepted + 1.0) / (st->drafts + 2.0);
+    double draft_rate = (1 + a) / (p->verify_pass.v + p->mtp_draft.v), plain_rate = 1 / (p->plain_pass.v + p->mtp_kv.v);
+    int best = draft_rate > plain_rate;
+    if (best != p->prefer_draft) {
+        p->prefer_draft = best;
+        p->explore_gap = EXPLORE_GAP_MIN;
+        p->since_explore = 0;
+    }
+    if (++p->since_explore >= p->explore_gap) {
+        p->since_explore = 0;
+        p->explore_gap = p->explore_gap * 2 > EXPLORE_GAP_MAX ? EXPLORE_GAP_MAX : p->explore_gap * 2;
+        if (best) st->no_draft_explore++;
+        else st->draft_explore++;
+        return !best;
+    }
+    if (!best) st->no_draft_cost++;
+    return best;
+}
+
+/* After a pass: the MTP over its rows (hidden[i] with next[i] at pos0 + i), drafting the next token
+ * when choose_draft says so (*draft, else -1), else only writing the MTP KV entries. */
+static int mtp_after(decoder *d, const float *hidden, const int *next, int pos0, int nb, int *draft)
+{
+    int pos[2] = {pos0, pos0 + 1};
+    double t = now_seconds();
+    if (choose_draft(d)) {
+        if (draft_next(d, hidden, next, pos0, nb, draft)) return -1;
+        double dt = now_seconds() - t;
+        ewma_add(&d->pol.mtp_draft, dt);
+        d->st->mtp_draft_seconds += dt;
+        return 0;
+    }
+    *draft = -1;
+    if (mtp_forward(d->m, d->mtp_kv, d->ep, hidden, next, pos, nb, NULL, 0, d->err, d->errlen)) return -1;
+    double dt = now_seconds() - t;
+    ewma_add(&d->pol.mtp_kv, dt);
+    d->st->mtp_kv_seconds += dt;
+    return 0;
+}
+
+/* [last, draft] verified at [L, L + 1]. 1: generation stops, -1: error. */
+static int verify_step(decoder *d, int *last, int *draft)
+{
+    int L = d->len, rows[2] = {*last, *draft}, t0;
+    if (main_pass(d, rows, 2, &d->pol.verify_pass)) return -1;
+    d->st->drafts++;
+    if (verify_at(d, d->logits, L + 1, *draft, &t0)) {
+        d->st->accepted++;
+        d->len = L + 2;
+        if (emit(d, *draft)) return 1;
+        int t1 = pick_at(d, d->logits + d->V, L + 2);
+        if (emit(d, t1)) return 1;
+        int next[2] = {*draft, t1};
+        *last = t1;
+        return mtp_after(d, d->hidden, next, L, 2, draft);
+    }
+    /* The draft's KV row at L + 1 stays in the cache unread: rows attend to 0..pos only, and the
+     * next pass writes position L + 1 (for t0) before any row reads it. */
+    d->len = L + 1;
+    if (emit(d, t0)) return 1;
+    *last = t0;
+    return mtp_after(d, d->hidden, &t0, L, 1, draft);
+}
+
+/* last alone at L; the MTP row at L is written (and drafts when chosen). */
+static int plain_step(decoder *d, int *last, int *draft)
+{
+    int L = d->len;
+    if (L + 1 > d->o->ctx) { d->st->stopped_by_ctx = 1; return 1; }
+    if (main_pass(d, last, 1, &d->pol.plain_pass)) return -1;
+    d->st->plain_steps++;
+    int t = pick_at(d, d->logits, L + 1);
+    d->len = L + 1;
+    if (emit(d, t)) return 1;
+    *last = t;
+    return mtp_after(d, d->hidden, &t, L, 1, draft);
+}
+
+/* MTP on or auto. fresh: the prefill left h_{len-1} in d->hidden and the MTP row at len - 1
+ * unwritten; a restored boundary has its MTP rows complete and its draft (-1: none). */
+static int decode_mtp(decoder *d, int last, int draft, int fresh)
+{
+    if (fresh && mtp_after(d, d->hidden, &last, d->len - 1, 1, &draft)) return -1;
     while (1) {
         int b = step_boundary(d, last, draft);
         if (b) return b < 0 ? -1 : 0;
-        int L = d->len;
-        if (L + 2 > d->o->ctx) { d->st->stopped_by_ctx = 1; return 0; }
-        int rows[2] = {last, draft}, pos[2] = {L, L + 1};
-        forward_request req = {.hidden = d->hidden, .logits = d->logits, .on_route = d->o->on_route,
-                               .route_ctx = d->o->route_ctx, .prefetch = d->o->prefetch};
-        if (model_forward(d->m, d->kv, d->ep, rows, pos, 2, &req, d->err, d->errlen)) return -1;
-        d->st->main_passes++;
-        d->st->drafts++;
-        int t0;
-        if (verify_draft(d->o->sampler, d->logits, draft, &t0)) {
-            d->st->accepted++;
-            d->len = L + 2;
-            if (emit(d, draft)) return 0;
-            int t1 = sampler_pick(d->o->sampler, d->logits + d->V);
-            if (emit(d, t1)) return 0;
-            int next[2] = {draft, t1};
-            if (draft_next(d, d->hidden, next, L, 2, &draft)) return -1;
-            last = t1;
-        } else {
-            /* The draft's KV row at L + 1 stays in the cache unread: rows attend to 0..pos only, and
-             * the next pass writes position L + 1 (for t0) before any row reads it. */
-            d->len = L + 1;
-            if (emit(d, t0)) return 0;
-            if (draft_next(d, d->hidden, &t0, L, 1, &draft)) return -1;
-            last = t0;
-        }
+        int rc = draft >= 0 && d->len + 2 <= d->o->ctx ? verify_step(d, &last, &draft) : plain_step(d, &last, &draft);
+        if (rc) return rc < 0 ? -1 : 0;
     }
 }
 
-static int decode(decoder *d, int last, int draft)
+static int decode(decoder *d, int last, int draft, int fresh)
 {
-    return d->o->mtp ? decode_speculative(d, last, draft) : decode_plain(d, last);
+    int rc = d->o->mtp ? decode_mtp(d, last, draft, fresh) : decode_plain(d, last);
+    gen_stats *st = d->st;
+    st->est_plain_s = d->pol.plain_pass.v;
+    st->est_verify_s = d->pol.verify_pass.v;
+    st->est_mtp_kv_s = d->pol.mtp_kv.v;
+    st->est_mtp_draft_s = d->pol.mtp_draft.v;
+    return rc;
 }
 
 /* From o->resume's boundary (or the start): the rest of the prompt, then the decode. */
@@ -178,7 +306,7 @@ static int run_from(decoder *d, const int *prompt)
     const gen_checkpoint *r = d->o->resume;
     double t0 = now_seconds();
     if (r && r->prefill_done >= d->n_prompt) {
-        int rc = decode(d, r->last, r->draft);
+        int rc = decode(d, r->last, r->draft, 0);
         d->st->decode_seconds = now_seconds() - t0;
         return rc;
     }
@@ -186,10 +314,10 @@ static int run_from(decoder *d, const int *prompt)
     d->st->prefill_seconds = now_seconds() - t0;
     if (d->st->stopped_in_prefill) return 0;
     d->len = d->n_prompt;
-    int first = sampler_pick(d->o->sampler, d->logits);
+    int first = pick_at(d, d->logits, d->n_prompt);
     t0 = now_seconds();
     int rc = 0;
-    if (d->o->max_new > 0 && !emit(d, first)) rc = decode(d, first, -1);
+    if (d->o->max_new > 0 && !emit(d, first)) rc = decode(d, first, -1, 1);
     d->st->decode_seconds = now_seconds() - t0;
     return rc;
 }
@@ -224,7 +352,8 @@ int generate(model *m, expert_provider *ep, const int *prompt, int n_prompt, con
     int chunk = o->prefill_chunk > 0 ? o->prefill_chunk : 1;
     gen_options opts = *o;
     opts.prefill_chunk = chunk;
-    decoder d = {m, ep, &opts, st, NULL, NULL, 0, n_prompt, c->vocab_size, c->hidden_size, NULL, NULL, NULL, err, errlen};
+    decoder d = {.m = m, .ep = ep, .o = &opts, .st = st, .n_prompt = n_prompt, .V = c->vocab_size, .H = c->hidden_size,
+                 .rng_base = o->sampler->state, .pol = {.explore_gap = EXPLORE_GAP_MIN}, .err = err, .errlen = errlen};
     int rc = -1;
     dtype_t kvt = o->kv_bf16 ? DTYPE_BF16 : DTYPE_F32;
     d.kv = kv_cache_create(c, 0, c->num_hidden_layers, o->ctx, kvt);

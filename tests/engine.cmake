@@ -4,7 +4,7 @@ add_library(engine_test_util STATIC ${CMAKE_SOURCE_DIR}/tests/engine/engine_test
 target_link_libraries(engine_test_util PUBLIC dsspec_core PkgConfig::CJSON)
 
 add_executable(test_reference ${CMAKE_SOURCE_DIR}/tests/engine/test_reference.c)
-target_link_libraries(test_reference PRIVATE engine_test_util dsspec_speculate dsspec_core)
+target_link_libraries(test_reference PRIVATE engine_test_util dsspec_engine)
 add_test(NAME engine_reference COMMAND test_reference
          ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_r1 ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_b)
 

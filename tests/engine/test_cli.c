@@ -134,11 +134,12 @@ static void check_run_ids(const char *dir, const ref_fixture *f)
         char *ids = ids_text(p->ids, p->n_ids), want[4096] = "";
         for (int k = 0; k < p->n_greedy; k++) sprintf(want + strlen(want), k ? " %d" : "%d", p->greedy[k]);
         strcat(want, "\n");
-        for (int mtp = 0; mtp <= 1; mtp++) {
+        static const char *modes[] = {"off", "on", "auto"};
+        for (int mtp = 0; mtp < 3; mtp++) {
             proc_result r;
-            run_dsspec(&r, "run", "-m", dir, "--ids", ids, "-n", "16", "--temp", "0", "--print-ids", "--mtp", mtp ? "on" : "off", NULL);
-            CHECK(r.status == 0, "run --print-ids (mtp %d) failed: %s", mtp, r.err);
-            CHECK(!strcmp(r.out, want), "run --print-ids (mtp %d) printed '%s', transformers' greedy is '%s'", mtp, r.out, want);
+            run_dsspec(&r, "run", "-m", dir, "--ids", ids, "-n", "16", "--temp", "0", "--print-ids", "--mtp", modes[mtp], NULL);
+            CHECK(r.status == 0, "run --print-ids (mtp %s) failed: %s", modes[mtp], r.err);
+            CHECK(!strcmp(r.out, want), "run --print-ids (mtp %s) printed '%s', transformers' greedy is '%s'", modes[mtp], r.out, want);
         }
         free(ids);
     }
@@ -297,7 +298,53 @@ static void check_progress(const char *dir)
     free(t);
     unlink(tele);
     run_dsspec(&r, "ab", "-m", dir, "--ids", "0,5,9", "-n", "20", "--temp", "0", "--progress", "--progress-every", "0.01", NULL);
-    CHECK(r.status == 0 && strstr(r.err, "[ab 1/2 MTP off") && strstr(r.err, "[ab 2/2 MTP on"), "ab progress must name the run: %s", r.err);
+    CHECK(r.status == 0 && strstr(r.err, "[ab 1/3 MTP off") && strstr(r.err, "[ab 2/3 MTP on") && strstr(r.err, "[ab 3/3 MTP auto"),
+          "ab progress must name the run: %s", r.err);
+    CHECK(strstr(r.out, "MTP auto") && strstr(r.out, "greedy outputs identical") && strstr(r.out, "yes"), "ab table: %s", r.out);
+}
+
+/* Sampled output is the same for one seed with MTP off, on and auto (draws keyed by position). */
+static void check_sampled_paths(const char *dir)
+{
+    static const char *modes[] = {"off", "on", "auto"};
+    char first[4096] = "";
+    for (int m = 0; m < 3; m++) {
+        proc_result r;
+        run_dsspec(&r, "run", "-m", dir, "--ids", "0,5,9,14", "-n", "48", "--temp", "0.9", "--seed", "11", "--print-ids",
+                   "--ignore-eos", "--quiet", "--mtp", modes[m], NULL);
+        CHECK(r.status == 0, "sampled run --mtp %s failed: %s", modes[m], r.err);
+        if (m == 0) snprintf(first, sizeof first, "%s", r.out);
+        else CHECK(!strcmp(first, r.out), "sampled --seed 11: --mtp %s printed '%s', --mtp off '%s'", modes[m], r.out, first);
+    }
+}
+
+/* The default prefill chunk comes from the budget and the plan says it; prompt rows one at a time
+ * and in the default chunk give the same greedy continuation, and the report counts the experts
+ * the prompt asked the cache for. */
+static void check_prefill_chunk(const char *dir)
+{
+    char report[] = "/tmp/dsspec_prefill_XXXXXX";
+    int fd = mkstemp(report);
+    close(fd);
+    const char *text = "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n";
+    proc_result one, dflt;
+    run_dsspec(&one, "run", "-m", dir, "-p", text, "-n", "24", "--temp", "0", "--print-ids", "--prefill-chunk", "1", "--ctx", "512", NULL);
+    run_dsspec(&dflt, "run", "-m", dir, "-p", text, "-n", "24", "--temp", "0", "--print-ids", "--ctx", "512", "--report", report, NULL);
+    CHECK(one.status == 0 && dflt.status == 0, "prefill runs failed: %s %s", one.err, dflt.err);
+    CHECK(!strcmp(one.out, dflt.out), "greedy after --prefill-chunk 1 '%s' differs from the default chunk's '%s'", one.out, dflt.out);
+    CHECK(strstr(dflt.err, "dsspec plan: prefill 512 prompt rows per pass"), "the plan must name the chunk (ctx 512): %s", dflt.err);
+    cJSON *j = read_json(report);
+    const cJSON *pf = j ? cJSON_GetObjectItem(j, "prefill_experts") : NULL;
+    int n = j ? cJSON_GetObjectItem(j, "prompt_tokens")->valueint : 0;
+    double req = pf ? cJSON_GetObjectItem(pf, "requests")->valuedouble : -1;
+    /* one chunk: each MoE layer asks once for each expert its rows use, so at most E per layer
+     * (row by row it would be n k per layer) */
+    /* the embedded model: 3 main MoE layers, top-6 of 64 experts; the MTP layer reads none in prefill */
+    CHECK(pf && n > 11 && req >= 3 * 6 && req <= 3 * 64,
+          "prefill expert requests %.0f for %d prompt rows in one chunk (3 MoE layers, top-6 of 64: at most 192)", req, n);
+    printf("prefill: %d rows in one chunk asked for %.0f experts (%.2f per prompt token)\n", n, req, req / (n ? n : 1));
+    cJSON_Delete(j);
+    unlink(report);
 }
 
 int main(int argc, char **argv)
@@ -306,6 +353,7 @@ int main(int argc, char **argv)
     dsspec_bin = argv[1];
     CHECK(access(dsspec_bin, X_OK) == 0, "%s is not built", dsspec_bin);
     check_budget(argv[2]);
+    check_prefill_chunk(argv[2]);
     for (int i = 3; i < argc && !test_failures; i++) {
         char cfg[2048];
         snprintf(cfg, sizeof cfg, "%s/config.json", argv[i]);
@@ -323,6 +371,7 @@ int main(int argc, char **argv)
             check_interrupt(argv[i], SIGINT, "SIGINT");
             check_interrupt(argv[i], SIGTERM, "SIGTERM");
             check_progress(argv[i]);
+            check_sampled_paths(argv[i]);
         }
         ref_fixture_free(&f);
     }

@@ -2,9 +2,10 @@
  *  - a 2-row batch gives bit-identical rows to two 1-row passes (what makes MTP exact);
  *  - a rejected draft leaves no trace: the next logits equal those of a run that never saw it;
  *  - a batch or position beyond the reserved scratch is an error, not an overrun;
- *  - greedy output with MTP on equals MTP off for long generations;
+ *  - greedy output with MTP on and auto equals MTP off for long generations, and sampled output
+ *    too for the same seed (each position's draw is keyed by the seed and the position);
  *  - the point-mass acceptance rule preserves the target distribution (chi-square), alone and
- *    end to end (second generated token, MTP on vs off over many seeds). */
+ *    end to end (second generated token, MTP on and auto vs off over many seeds). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,14 +141,40 @@ static int run_generate(fixture *f, int mtp, double temp, double top_p, uint64_t
 static void greedy_long(fixture *f, const char *dir)
 {
     enum { N = 300 };
-    int off[N], on[N];
-    gen_stats so, sn;
-    int n0 = run_generate(f, 0, 0, 1, 1, N, off, &so), n1 = run_generate(f, 1, 0, 1, 1, N, on, &sn);
+    int off[N], on[N], au[N];
+    gen_stats so, sn, sa;
+    int n0 = run_generate(f, GEN_MTP_OFF, 0, 1, 1, N, off, &so), n1 = run_generate(f, GEN_MTP_ON, 0, 1, 1, N, on, &sn);
+    int n2 = run_generate(f, GEN_MTP_AUTO, 0, 1, 1, N, au, &sa);
     CHECK(n0 == N && n1 == N && !memcmp(off, on, sizeof off), "%s: greedy MTP on differs from MTP off over %d tokens", dir, N);
+    CHECK(n2 == N && !memcmp(off, au, sizeof off), "%s: greedy MTP auto differs from MTP off over %d tokens", dir, N);
     CHECK(sn.main_passes < so.main_passes || sn.accepted == 0, "%s: pass count inconsistent", dir);
     CHECK(sn.main_passes == N - 1 - sn.accepted, "%s: %d passes for %d tokens with %d accepted", dir, sn.main_passes, N, sn.accepted);
+    /* Every auto step is one pass, with or without a draft, and every pass is accounted for. */
+    CHECK(sa.main_passes == N - 1 - sa.accepted && sa.drafts + sa.plain_steps == sa.main_passes,
+          "%s: auto: %d passes = %d drafts + %d plain for %d tokens with %d accepted", dir, sa.main_passes, sa.drafts,
+          sa.plain_steps, N, sa.accepted);
+    CHECK(sa.plain_steps == sa.no_draft_cost + sa.no_draft_explore + sa.no_draft_end,
+          "%s: auto: %d plain steps but reasons %d + %d + %d", dir, sa.plain_steps, sa.no_draft_cost, sa.no_draft_explore,
+          sa.no_draft_end);
+    printf("%s: greedy %d tokens identical with MTP auto (%d drafts, %d plain steps)\n", dir, N, sa.drafts, sa.plain_steps);
     printf("%s: greedy %d tokens identical with MTP on (%d of %d drafts accepted, %d vs %d main passes)\n",
            dir, N, sn.accepted, sn.drafts, sn.main_passes, so.main_passes);
+}
+
+/* Sampled output is the same for the same seed whatever the path: each position's token is drawn
+ * with the generator keyed by the seed and the position, and a draft is accepted iff it equals it. */
+static void sampled_identity(fixture *f, const char *dir)
+{
+    enum { N = 120 };
+    for (uint64_t seed = 7; seed < 10; seed++) {
+        int off[N], on[N], au[N];
+        gen_stats st;
+        int n0 = run_generate(f, GEN_MTP_OFF, 0.8, 0.95, seed, N, off, &st);
+        int n1 = run_generate(f, GEN_MTP_ON, 0.8, 0.95, seed, N, on, &st);
+        int n2 = run_generate(f, GEN_MTP_AUTO, 0.8, 0.95, seed, N, au, &st);
+        CHECK(n0 == N && n1 == N && n2 == N && !memcmp(off, on, sizeof off) && !memcmp(off, au, sizeof off),
+              "%s: seed %llu: sampled output differs between MTP off, on and auto", dir, (unsigned long long)seed);
+    }
 }
 
 /* Upper tail critical value of chi-square with df degrees of freedom at p = 1e-4 (Wilson-Hilferty). */
@@ -188,22 +215,9 @@ static void verify_rule_distribution(void)
     }
 }
 
-/* Two-sample chi-square on the second generated token, MTP off vs on, over many seeds. */
-/* (Both branches of the rule are forced in verify_rule_distribution; here the whole loop runs.) */
-static void sampling_end_to_end(fixture *f, int require_both)
+/* Two-sample chi-square over categories; rare ones pooled. */
+static double two_sample_chi(const long *a, const long *b, int V, int *df_out)
 {
-    enum { SEEDS = 600 };
-    int V = model_get_config(f->m)->vocab_size;
-    long *a = calloc(V, sizeof *a), *b = calloc(V, sizeof *b);
-    int out[2];
-    gen_stats st;
-    long accepted = 0, drafts = 0;
-    for (int s = 0; s < SEEDS; s++) {
-        if (run_generate(f, 0, 0.5, 0.9, 1000 + s, 2, out, &st) == 2) a[out[1]]++;
-        if (run_generate(f, 1, 0.5, 0.9, 5000 + s, 2, out, &st) == 2) b[out[1]]++;
-        accepted += st.accepted;
-        drafts += st.drafts;
-    }
     double chi = 0;
     int df = -1;
     long pa = 0, pb = 0; /* categories too rare to test are pooled */
@@ -213,13 +227,42 @@ static void sampling_end_to_end(fixture *f, int require_both)
         df++;
     }
     if (pa + pb >= 10) { chi += (double)(pa - pb) * (pa - pb) / (pa + pb); df++; }
-    CHECK(df >= 1, "too few categories (%d)", df);
-    CHECK(drafts == SEEDS, "every MTP run must verify one draft (%ld of %d)", drafts, SEEDS);
-    if (require_both) CHECK(accepted > 0 && accepted < drafts, "this model must see both accepted and rejected drafts (%ld of %ld)", accepted, drafts);
-    CHECK(chi < chi2_critical(df), "second-token distribution MTP on vs off: chi-square %.1f with df %d", chi, df);
-    printf("sampling: second-token distributions agree (chi-square %.1f, df %d; %ld of %ld drafts accepted)\n", chi, df, accepted, drafts);
-    free(a);
-    free(b);
+    *df_out = df;
+    return chi;
+}
+
+/* The second generated token, MTP off vs on and vs auto, each over its own seeds (a run of 3 tokens
+ * verifies its first draft on the second token: auto drafts its first step to measure it). */
+/* (Both branches of the rule are forced in verify_rule_distribution; here the whole loop runs.) */
+static void sampling_end_to_end(fixture *f, int require_both)
+{
+    enum { SEEDS = 600 };
+    int V = model_get_config(f->m)->vocab_size;
+    long *count[3];
+    for (int m = 0; m < 3; m++) count[m] = calloc(V, sizeof *count[m]);
+    int out[3];
+    gen_stats st;
+    long accepted[3] = {0}, drafts[3] = {0};
+    for (int s = 0; s < SEEDS; s++)
+        for (int m = 0; m < 3; m++) {
+            if (run_generate(f, m, 0.5, 0.9, 1000 + 4000 * m + s, 3, out, &st) == 3) count[m][out[1]]++;
+            accepted[m] += st.accepted;
+            drafts[m] += st.drafts;
+        }
+    for (int m = 1; m < 3; m++) {
+        const char *name = m == GEN_MTP_ON ? "on" : "auto";
+        int df;
+        double chi = two_sample_chi(count[0], count[m], V, &df);
+        CHECK(df >= 1, "too few categories (%d)", df);
+        CHECK(drafts[m] == SEEDS, "every MTP %s run must verify one draft (%ld of %d)", name, drafts[m], SEEDS);
+        if (require_both)
+            CHECK(accepted[m] > 0 && accepted[m] < drafts[m], "this model must see both accepted and rejected drafts (%ld of %ld)",
+                  accepted[m], drafts[m]);
+        CHECK(chi < chi2_critical(df), "second-token distribution MTP %s vs off: chi-square %.1f with df %d", name, chi, df);
+        printf("sampling: second-token distributions MTP %s vs off agree (chi-square %.1f, df %d; %ld of %ld drafts accepted)\n",
+               name, chi, df, accepted[m], drafts[m]);
+    }
+    for (int m = 0; m < 3; m++) free(count[m]);
 }
 
 /* usage: test_speculate TRAINED_MODEL FIXTURE...  The trained model (real MTP acceptance) gets the
@@ -234,6 +277,7 @@ int main(int argc, char **argv)
         scratch_limits(&f);
         batch_and_rollback(&f);
         greedy_long(&f, argv[i]);
+        sampled_identity(&f, argv[i]);
         if (i == 1) sampling_end_to_end(&f, 1);
         fixture_close(&f);
     }
