@@ -12,19 +12,6 @@ add_test(NAME engine_reference COMMAND test_reference
 # the others.
 add_test(NAME engine_reference_long COMMAND test_reference ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_long)
 
-add_executable(test_attention ${CMAKE_SOURCE_DIR}/tests/engine/test_attention.c)
-target_link_libraries(test_attention PRIVATE engine_test_util dsspec_core)
-add_test(NAME engine_attention COMMAND test_attention)
-
-add_executable(test_router ${CMAKE_SOURCE_DIR}/tests/engine/test_router.c)
-target_link_libraries(test_router PRIVATE engine_test_util dsspec_core)
-add_test(NAME engine_router COMMAND test_router)
-
-add_executable(test_speculate ${CMAKE_SOURCE_DIR}/tests/engine/test_speculate.c)
-target_link_libraries(test_speculate PRIVATE engine_test_util dsspec_speculate dsspec_core)
-add_test(NAME engine_speculate COMMAND test_speculate ${CMAKE_SOURCE_DIR}/models/dsspec-tiny
-         ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_r1 ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_b)
-
 add_executable(test_cli ${CMAKE_SOURCE_DIR}/tests/engine/test_cli.c)
 target_link_libraries(test_cli PRIVATE engine_test_util)
 add_test(NAME engine_cli COMMAND test_cli $<TARGET_FILE:dsspec> ${CMAKE_SOURCE_DIR}/models/dsspec-tiny
