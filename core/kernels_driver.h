@@ -68,8 +68,9 @@ STREAM_DTYPE(stream_f32, DTYPE_F32)
 
 /* Larger batches (prefill): a GEMM. A slice of GEMM_SLICE_ROWS weight rows (the whole tiles that
  * fit in 16 rows) and a panel of GEMM_PANEL_COLS columns is decoded once into an L1 buffer (at most
- * 16 KiB), then every x row of a super-group of up to GEMM_SUPER x rows passes over it in tiles of GEMM_ROWS x GEMM_COLS, whose
- * x panel (GEMM_COLS x 256 floats) stays in L1 while the slice's rows go by. The running totals of
+ * 16 KiB), then every x row of a super-group of up to GEMM_SUPER x rows passes over it in tiles of
+ * GEMM_ROWS x GEMM_COLS, whose x panel (GEMM_COLS x 256 floats) stays in L1 while the slice's rows
+ * go by. The running totals of
  * the super-group's pairs wait in st between panels. */
 enum {
     GEMM_SLICE_ROWS = 16 / GEMM_ROWS * GEMM_ROWS,
