@@ -210,38 +210,46 @@ INLINE void decode_rows(dtype_t dt, const matrix *w, int r, int nr, int c_beg, i
     }
 }
 
+/* An opaque copy: GCC would otherwise fold a loaded vector into each fma that uses it as a memory
+ * operand, reloading it once per use, and the tile would wait on the load ports, not on the fmas. */
+INLINE __m256 in_register(__m256 v)
+{
+    __asm__("" : "+x"(v));
+    return v;
+}
+
 /* GEMM tile: NR (1..4) decoded rows of buf against NB (1..3) x rows over the blocks [c_beg, c_end),
- * resuming st[NR][NB][TOT_LANES] (zeroed when c_beg == 0), writing y when c_end == cols. */
+ * resuming st[NR][NB][TOT_LANES] (zeroed when c_beg == 0), writing y when c_end == cols. The x
+ * vectors are loaded first, then each weight vector once per chunk: 12 accumulators + 3 x + 1
+ * weight fill the 16 ymm. The totals live in st (no registers are left for them); the memory
+ * clobber at each block end keeps GCC from promoting them into registers that it then spills. */
 INLINE void tile_buf(dtype_t dt, int NR, int NB, const matrix *w, int r, const float *buf, int ldb, int c_beg,
                      int c_end, const float *x, int ldx, float *st, float *y, int ldy)
 {
     const int cols = w->cols;
-    const float *srow[4];
-#pragma GCC unroll 4
-    for (int i = 0; i < NR; i++) srow[i] = dt == DTYPE_F8_E4M3 ? kernel_scale_row(w, r + i) : NULL;
     if (c_beg == 0) memset(st, 0, sizeof(float) * TOT_LANES * (size_t)(NR * NB));
     for (int c0 = c_beg; c0 < c_end; c0 += KERNEL_BLOCK) {
         int cb = cols - c0 < KERNEL_BLOCK ? cols - c0 : KERNEL_BLOCK;
         const float *wb = buf + (c0 - c_beg);
-        __m256 acc[4][6];
+        __m256 acc[4][4];
 #pragma GCC unroll 4
         for (int i = 0; i < NR; i++)
-#pragma GCC unroll 3
+#pragma GCC unroll 4
             for (int b = 0; b < NB; b++) acc[i][b] = _mm256_setzero_ps();
         int k = 0;
         for (; k + VW <= cb; k += VW) {
-            __m256 wv[4];
+            __m256 xv[4];
 #pragma GCC unroll 4
-            for (int i = 0; i < NR; i++) wv[i] = _mm256_load_ps(wb + (size_t)i * ldb + k);
-#pragma GCC unroll 3
-            for (int b = 0; b < NB; b++) {
-                __m256 xv = _mm256_loadu_ps(x + (size_t)b * ldx + c0 + k);
+            for (int b = 0; b < NB; b++) xv[b] = in_register(_mm256_loadu_ps(x + (size_t)b * ldx + c0 + k));
 #pragma GCC unroll 4
-                for (int i = 0; i < NR; i++) acc[i][b] = _mm256_fmadd_ps(wv[i], xv, acc[i][b]);
+            for (int i = 0; i < NR; i++) {
+                __m256 wv = in_register(_mm256_load_ps(wb + (size_t)i * ldb + k));
+#pragma GCC unroll 4
+                for (int b = 0; b < NB; b++) acc[i][b] = _mm256_fmadd_ps(wv, xv[b], acc[i][b]);
             }
         }
         if (k < cb) {
-#pragma GCC unroll 3
+#pragma GCC unroll 4
             for (int b = 0; b < NB; b++) {
                 __m256 xv = x_chunk(x + (size_t)b * ldx + c0 + k, cb - k);
 #pragma GCC unroll 4
@@ -251,15 +259,16 @@ INLINE void tile_buf(dtype_t dt, int NR, int NB, const matrix *w, int r, const f
         }
 #pragma GCC unroll 4
         for (int i = 0; i < NR; i++) {
-            __m256 s = block_scale(dt, srow[i], c0);
-#pragma GCC unroll 3
+            __m256 s = block_scale(dt, kernel_scale_row(w, r + i), c0);
+#pragma GCC unroll 4
             for (int b = 0; b < NB; b++) tot_update(st + (size_t)(i * NB + b) * TOT_LANES, acc[i][b], s);
         }
+        __asm__ volatile("" ::: "memory");
     }
     if (c_end == cols) {
 #pragma GCC unroll 4
         for (int i = 0; i < NR; i++)
-#pragma GCC unroll 3
+#pragma GCC unroll 4
             for (int b = 0; b < NB; b++)
                 y[(size_t)b * ldy + i] = hsum256(_mm256_loadu_ps(st + (size_t)(i * NB + b) * TOT_LANES));
     }
@@ -325,7 +334,7 @@ INLINE void t_tile(dtype_t dt, int NB, int TP, const matrix *w, int r0, int r1, 
 
 /* Streaming tiles of four weight rows for one or two x rows (the more rows in flight, the more
  * independent accumulator chains behind the decode), two for three and four; GEMM tiles of four
- * decoded rows by three x rows (12 accumulators, 4 weight vectors: 7 loads per 12 fmas). t_tile
+ * decoded rows by three x rows (12 accumulators, 3 x vectors, 1 weight vector: 7 loads per 12 fmas). t_tile
  * widths of 32 columns while the accumulators fit in the 16 ymm registers, 16 for groups of 3
  * and 4. The driver defines matvec_range_avx2 and matvec_t_range_avx2 from these. */
 #define KERNEL_ISA avx2

@@ -166,64 +166,77 @@ INLINE void decode_rows(dtype_t dt, const matrix *w, int r, int nr, int c_beg, i
     }
 }
 
-/* GEMM tile: NR (1..4) decoded rows of buf against NB (1..6) x rows over the blocks
- * [c_beg, c_end), resuming st[NR][NB][TOT_LANES] (zeroed when c_beg == 0), writing y when
- * c_end == cols. */
+/* An opaque copy: GCC would otherwise fold a loaded vector into each fma that uses it as a memory
+ * operand, reloading it once per use, and the tile would wait on the load ports, not on the fmas. */
+INLINE __m512 in_register(__m512 v)
+{
+    __asm__("" : "+v"(v));
+    return v;
+}
+
+/* GEMM tile: NR (1..3) decoded rows of buf against NB (1..4) x rows over the blocks
+ * [c_beg, c_end). The running totals stay in registers for the whole panel (12 accumulators + 12
+ * totals + 3 weight vectors + 1 x vector of the 32 zmm): spilling them to memory after every
+ * 128-column block cost more than the block's own fmas on small shapes. They are resumed from
+ * st[NR][NB][TOT_LANES] (zero when c_beg == 0) and parked there at the panel's end, or summed into
+ * y when c_end == cols. */
 INLINE void tile_buf(dtype_t dt, int NR, int NB, const matrix *w, int r, const float *buf, int ldb, int c_beg,
                      int c_end, const float *x, int ldx, float *st, float *y, int ldy)
 {
     const int cols = w->cols;
-    const float *srow[4];
+    const float *srow[3];
+    __m512 tot[3][4];
+#pragma GCC unroll 3
+    for (int i = 0; i < NR; i++) {
+        srow[i] = dt == DTYPE_F8_E4M3 ? kernel_scale_row(w, r + i) : NULL;
 #pragma GCC unroll 4
-    for (int i = 0; i < NR; i++) srow[i] = dt == DTYPE_F8_E4M3 ? kernel_scale_row(w, r + i) : NULL;
-    if (c_beg == 0) {
-#pragma GCC unroll 24
-        for (int j = 0; j < NR * NB; j++) _mm512_storeu_ps(st + (size_t)j * TOT_LANES, _mm512_setzero_ps());
+        for (int b = 0; b < NB; b++)
+            tot[i][b] = c_beg == 0 ? _mm512_setzero_ps() : _mm512_load_ps(st + (size_t)(i * NB + b) * TOT_LANES);
     }
     for (int c0 = c_beg; c0 < c_end; c0 += KERNEL_BLOCK) {
         int cb = cols - c0 < KERNEL_BLOCK ? cols - c0 : KERNEL_BLOCK;
         const float *wb = buf + (c0 - c_beg);
-        __m512 acc[4][6];
-#pragma GCC unroll 4
+        __m512 acc[3][4];
+#pragma GCC unroll 3
         for (int i = 0; i < NR; i++)
-#pragma GCC unroll 6
+#pragma GCC unroll 4
             for (int b = 0; b < NB; b++) acc[i][b] = _mm512_setzero_ps();
         int k = 0;
         for (; k + VW <= cb; k += VW) {
-            __m512 wv[4];
+            __m512 wv[3];
+#pragma GCC unroll 3
+            for (int i = 0; i < NR; i++) wv[i] = in_register(_mm512_load_ps(wb + (size_t)i * ldb + k));
 #pragma GCC unroll 4
-            for (int i = 0; i < NR; i++) wv[i] = _mm512_load_ps(wb + (size_t)i * ldb + k);
-#pragma GCC unroll 6
             for (int b = 0; b < NB; b++) {
-                __m512 xv = _mm512_loadu_ps(x + (size_t)b * ldx + c0 + k);
-#pragma GCC unroll 4
+                __m512 xv = in_register(_mm512_loadu_ps(x + (size_t)b * ldx + c0 + k));
+#pragma GCC unroll 3
                 for (int i = 0; i < NR; i++) acc[i][b] = _mm512_fmadd_ps(wv[i], xv, acc[i][b]);
             }
         }
         if (k < cb) {
             __mmask16 m = chunk_mask(cb - k);
-#pragma GCC unroll 6
+#pragma GCC unroll 4
             for (int b = 0; b < NB; b++) {
                 __m512 xv = _mm512_maskz_loadu_ps(m, x + (size_t)b * ldx + c0 + k);
-#pragma GCC unroll 4
+#pragma GCC unroll 3
                 for (int i = 0; i < NR; i++)
                     acc[i][b] = _mm512_fmadd_ps(_mm512_load_ps(wb + (size_t)i * ldb + k), xv, acc[i][b]);
             }
         }
-#pragma GCC unroll 4
+#pragma GCC unroll 3
         for (int i = 0; i < NR; i++) {
             __m512 s = block_scale(dt, srow[i], c0);
-#pragma GCC unroll 6
-            for (int b = 0; b < NB; b++) tot_update(st + (size_t)(i * NB + b) * TOT_LANES, acc[i][b], s);
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++) tot[i][b] = _mm512_fmadd_ps(acc[i][b], s, tot[i][b]);
         }
     }
-    if (c_end == cols) {
+#pragma GCC unroll 3
+    for (int i = 0; i < NR; i++)
 #pragma GCC unroll 4
-        for (int i = 0; i < NR; i++)
-#pragma GCC unroll 6
-            for (int b = 0; b < NB; b++)
-                y[(size_t)b * ldy + i] = _mm512_reduce_add_ps(_mm512_loadu_ps(st + (size_t)(i * NB + b) * TOT_LANES));
-    }
+        for (int b = 0; b < NB; b++) {
+            if (c_end == cols) y[(size_t)b * ldy + i] = _mm512_reduce_add_ps(tot[i][b]);
+            else _mm512_store_ps(st + (size_t)(i * NB + b) * TOT_LANES, tot[i][b]);
+        }
 }
 
 /* The transposed product, one tile of 16*TV columns x NB (1..4) batch rows held in registers while
@@ -279,13 +292,13 @@ INLINE void t_tile(dtype_t dt, int NB, int TV, const matrix *w, int r0, int r1, 
         for (int v = 0; v < TV; v++) _mm512_mask_storeu_ps(y + (size_t)b * ldy + c0 + 16 * v, m[v], acc[b][v]);
 }
 
-/* Streaming tiles of four weight rows for batches of up to four x rows; GEMM tiles of four decoded
- * rows by six x rows (24 accumulators + 4 weight vectors + 1 x vector of the 32 zmm registers);
+/* Streaming tiles of four weight rows for batches of up to four x rows; GEMM tiles of three
+ * decoded rows by four x rows (see tile_buf);
  * t_tile widths of 64 columns (whole cache lines of FP8) while the accumulators fit in registers,
  * 32 for groups of 3 and 4. The driver defines matvec_range_avx512 and matvec_t_range_avx512. */
 #define KERNEL_ISA avx512
 #define STREAM_ROWS(nb) 4
-#define GEMM_ROWS 4
-#define GEMM_COLS 6
+#define GEMM_ROWS 3
+#define GEMM_COLS 4
 #define T_TILE_VECTORS(nb) ((nb) <= 2 ? 4 : 2)
 #include "core/kernels_driver.h"

@@ -66,12 +66,17 @@ STREAM_DTYPE(stream_f8, DTYPE_F8_E4M3)
 STREAM_DTYPE(stream_bf16, DTYPE_BF16)
 STREAM_DTYPE(stream_f32, DTYPE_F32)
 
-/* Larger batches (prefill): a GEMM. A slice of GEMM_SLICE_ROWS weight rows and a panel of
- * GEMM_PANEL_COLS columns is decoded once into an L1 buffer (16 KiB), then every x row of a
- * super-group of up to GEMM_SUPER x rows passes over it in tiles of GEMM_ROWS x GEMM_COLS, whose
- * x panel (GEMM_COLS x 256 floats) stays in L1 while the slice's rows go by. The running totals of
+/* Larger batches (prefill): a GEMM. A slice of GEMM_SLICE_ROWS weight rows (the whole tiles that
+ * fit in 16 rows) and a panel of GEMM_PANEL_COLS columns is decoded once into an L1 buffer (at most
+ * 16 KiB), then every x row of a super-group of up to GEMM_SUPER x rows passes over it in tiles of
+ * GEMM_ROWS x GEMM_COLS, whose x panel (GEMM_COLS x 256 floats) stays in L1 while the slice's rows
+ * go by. The running totals of
  * the super-group's pairs wait in st between panels. */
-enum { GEMM_SLICE_ROWS = 16, GEMM_PANEL_COLS = 2 * KERNEL_BLOCK, GEMM_SUPER = 8 * GEMM_COLS };
+enum {
+    GEMM_SLICE_ROWS = 16 / GEMM_ROWS * GEMM_ROWS,
+    GEMM_PANEL_COLS = 2 * KERNEL_BLOCK,
+    GEMM_SUPER = 8 * GEMM_COLS
+};
 
 typedef void (*gemm_fn)(const matrix *w, int r, const float *buf, int c_beg, int c_end, const float *x, int ldx,
                         float *st, float *y, int ldy);
@@ -85,22 +90,21 @@ typedef void (*decode_fn)(const matrix *w, int r, int nr, int c_beg, int c_end, 
     }
 #define GEMM_ROW_VARIANTS(tag, dt, nr)                                                                    \
     GEMM_VARIANT(tag##_1, dt, nr, 1) GEMM_VARIANT(tag##_2, dt, nr, 2) GEMM_VARIANT(tag##_3, dt, nr, 3)     \
-    GEMM_VARIANT(tag##_4, dt, nr, 4) GEMM_VARIANT(tag##_5, dt, nr, 5) GEMM_VARIANT(tag##_6, dt, nr, 6)
+    GEMM_VARIANT(tag##_4, dt, nr, 4)
 #define GEMM_DTYPE(tag, dt)                                                                               \
-    GEMM_ROW_VARIANTS(tag##_r4, dt, GEMM_ROWS) GEMM_ROW_VARIANTS(tag##_r1, dt, 1)                           \
+    GEMM_ROW_VARIANTS(tag##_rt, dt, GEMM_ROWS) GEMM_ROW_VARIANTS(tag##_r1, dt, 1)                           \
     static void tag##_decode(const matrix *w, int r, int nr, int c_beg, int c_end, float *buf)             \
     {                                                                                                     \
         decode_rows(dt, w, r, nr, c_beg, c_end, buf, GEMM_PANEL_COLS);                                    \
     }                                                                                                     \
-    static const gemm_fn tag##_table[2][6] = {                                                           \
-        { tag##_r4_1, tag##_r4_2, tag##_r4_3, tag##_r4_4, tag##_r4_5, tag##_r4_6 },                       \
-        { tag##_r1_1, tag##_r1_2, tag##_r1_3, tag##_r1_4, tag##_r1_5, tag##_r1_6 } };
+    static const gemm_fn tag##_table[2][4] = {                                                   \
+        { tag##_rt_1, tag##_rt_2, tag##_rt_3, tag##_rt_4 }, { tag##_r1_1, tag##_r1_2, tag##_r1_3, tag##_r1_4 } };
 
 GEMM_DTYPE(gemm_f8, DTYPE_F8_E4M3)
 GEMM_DTYPE(gemm_bf16, DTYPE_BF16)
 GEMM_DTYPE(gemm_f32, DTYPE_F32)
 
-static void gemm_range(const gemm_fn table[2][6], decode_fn decode, const matrix *w, int r0, int r1, const float *x,
+static void gemm_range(const gemm_fn table[2][4], decode_fn decode, const matrix *w, int r0, int r1, const float *x,
                        int ldx, int nb, float *y, int ldy)
 {
     _Alignas(64) float buf[GEMM_SLICE_ROWS * GEMM_PANEL_COLS];
@@ -138,7 +142,7 @@ void KERNEL_ISA_NAME(matvec_range, KERNEL_ISA)(const matrix *w, int r0, int r1, 
                                                float *y, int ldy)
 {
     const stream_fn *stream;
-    const gemm_fn(*gemm)[6];
+    const gemm_fn(*gemm)[4];
     decode_fn decode;
     switch (w->dtype) {
     case DTYPE_F8_E4M3: stream = stream_f8_table; gemm = gemm_f8_table; decode = gemm_f8_decode; break;
