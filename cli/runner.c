@@ -63,7 +63,7 @@ const flag *run_flags(run_options *o, int *n)
         {FLAG_CUSTOM, "--prefetch", "on|off", &e->prefetch, .parse = flag_parse_on_off, .help = "router-lookahead prefetch of the next layer's experts (default on)"},
         {FLAG_STRING, "--io", "auto|uring|pread", &o->io, .help = "expert read backend (default auto: io_uring + O_DIRECT, else pread)"},
         {FLAG_INT, "--queue-depth", "N", &e->queue_depth, 1, 4096, .help = "expert reads in flight at most (default 16)"},
-        {FLAG_INT, "--ctx", "N", &e->ctx, 2, 1 << 24, .help = "context length in tokens, KV is sized for it (default 4096)"},
+        {FLAG_INT, "--ctx", "N", &e->ctx, 2, 1 << 24, .help = "context length in tokens, KV is sized for it (default 4096, or the model's max_position_embeddings if lower; more is refused)"},
         {FLAG_STRING, "--kv-dtype", "f32|bf16", &o->kv_dtype, .help = "latent KV cache precision (default f32, exact; bf16 halves its memory)"},
         {FLAG_SECTION, .help = "compute"},
         {FLAG_INT, "-t|--threads", "N", &e->threads, 1, 1024, .help = "worker threads (default 1)"},
@@ -136,9 +136,8 @@ static int open_engine(const run_options *o, int quiet_output, dsspec **e, char 
 }
 
 /* A prompt that cannot run fails here, before the plan or anything else is printed. */
-static int check_prompt_fits(const run_options *o, int n_prompt, char *err, size_t errlen)
+static int check_prompt_fits(int ctx, int n_prompt, char *err, size_t errlen)
 {
-    int ctx = o->engine.ctx;
     if (n_prompt == 0) { snprintf(err, errlen, "empty prompt: at least one token is needed"); return -1; }
     if (n_prompt + 1 > ctx) {
         snprintf(err, errlen, "prompt of %d tokens does not fit --ctx %d (the first generated token needs one more position)", n_prompt, ctx);
@@ -181,7 +180,7 @@ int run_once(const run_options *o, int quiet_output, run_result *res)
     if ((rc = open_engine(o, quiet_output, &e, err, sizeof err)) == 0) {
         res->plan = *dsspec_get_plan(e);
         res->plan.io_note = NULL; /* owned by the reader, gone after close */
-        rc = (n_prompt = prompt_ids(o, e, &prompt, err, sizeof err)) < 0 || check_prompt_fits(o, n_prompt, err, sizeof err);
+        rc = (n_prompt = prompt_ids(o, e, &prompt, err, sizeof err)) < 0 || check_prompt_fits(res->plan.ctx, n_prompt, err, sizeof err);
         if (!rc) rc = generate_and_report(&out, o, e, prompt, n_prompt, res, err, sizeof err);
     }
     if (rc && rc != DSSPEC_EXIT_SIGNAL && err[0]) fprintf(stderr, "dsspec: %s\n", err);

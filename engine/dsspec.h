@@ -61,7 +61,8 @@ typedef struct {
     int prefetch;                /* router-lookahead prefetch of the next layer's experts */
     dsspec_io_backend io;
     int queue_depth;             /* expert reads in flight at most */
-    int ctx;                     /* positions the latent KV cache holds */
+    int ctx;                     /* positions the latent KV cache holds; 0: 4096, or the model's
+                                    max_position_embeddings when lower; above that maximum: refused */
     int kv_bf16;                 /* latent KV in BF16 (half the memory) instead of F32 (exact) */
     int prefill_chunk;           /* prompt rows per forward pass */
     int load_tokenizer;          /* 1: load the checkpoint's tokenizer.json (text in and out) */

@@ -11,6 +11,8 @@
 #define DSSPEC_SOURCE_DIR "."
 #endif
 #define DSSPEC_DEFAULT_MODEL_NAME "dsspec-tiny"
+/* The context when none is given, lowered to the model's max_position_embeddings when that is less. */
+#define DSSPEC_DEFAULT_CTX 4096
 
 void dsspec_options_default(dsspec_options *o)
 {
@@ -21,7 +23,7 @@ void dsspec_options_default(dsspec_options *o)
     o->prefetch = 1;
     o->io = DSSPEC_IO_AUTO;
     o->queue_depth = 16;
-    o->ctx = 4096;
+    o->ctx = 0; /* DSSPEC_DEFAULT_CTX, or the model's maximum when lower */
     o->prefill_chunk = 64;
     o->load_tokenizer = 1;
 }
@@ -120,6 +122,22 @@ static int open_model(dsspec *e, char *err, size_t errlen)
     return 0;
 }
 
+/* The context the KV cache is sized for: positions past max_position_embeddings have no rope the
+ * model was trained for (and YaRN's scaling is defined up to it), so asking for more is refused. */
+static int settle_ctx(dsspec *e, int *usage_error, char *err, size_t errlen)
+{
+    int max = model_get_config(e->m)->max_position_embeddings;
+    if (e->opt.ctx <= 0) {
+        e->opt.ctx = DSSPEC_DEFAULT_CTX < max ? DSSPEC_DEFAULT_CTX : max;
+        return 0;
+    }
+    if (e->opt.ctx <= max) return 0;
+    error_set(err, errlen, "--ctx %d is above the model's limit: %s/config.json max_position_embeddings = %d", e->opt.ctx,
+              e->opt.model_dir, max);
+    if (usage_error) *usage_error = 1;
+    return -1;
+}
+
 /* Reader and cache sized by the plan; a plan that cannot be honoured is the caller's mistake. */
 static int open_expert_cache(dsspec *e, int *usage_error, char *err, size_t errlen)
 {
@@ -145,7 +163,7 @@ dsspec *dsspec_open(const dsspec_options *o, int *usage_error, char *err, size_t
     e->opt = *o;
     if (!e->opt.model_dir) e->opt.model_dir = dsspec_default_model_dir();
     if (e->opt.prefill_chunk < 1) e->opt.prefill_chunk = 1;
-    if (open_model(e, err, errlen)) goto fail;
+    if (open_model(e, err, errlen) || settle_ctx(e, usage_error, err, errlen)) goto fail;
     if (e->opt.experts == DSSPEC_EXPERTS_DIRECT) {
         if (!(e->direct = expert_direct_create(e->ck))) { error_set(err, errlen, "out of memory"); goto fail; }
         e->provider = expert_direct_provider(e->direct);

@@ -163,6 +163,7 @@ static void check_bad_flags(const char *dir)
         {{"run", "-m", dir, "--ids", "1,2", "--print-ids", "--telemetry", "/nonexistent/dir/t.jsonl", NULL}, "--telemetry", 1},
         {{"run", "-m", dir, "--ids", "1,2,3,4,5,6,7,8", "--print-ids", "--ctx", "8", NULL}, "does not fit --ctx 8", 1},
         {{"run", "-m", dir, "--ids", "1,2", "--cpu-features", "avx9000", NULL}, "--cpu-features", 2},
+        {{"run", "-m", dir, "--ids", "1,2", "--print-ids", "--ctx", "129", NULL}, "max_position_embeddings = 128", 2},
         {{"frobnicate", NULL}, "frobnicate", 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -247,7 +248,7 @@ static void check_interrupt(const char *dir, int sig, const char *sig_name)
         dup2(devnull, 1);
         dup2(devnull, 2);
         execl(dsspec_bin, dsspec_bin, "run", "-m", dir, "--ids", "0,5,9", "-n", "100000000", "--temp", "0", "--print-ids",
-              "--ctx", "200000", "--mtp", "off", "--ignore-eos", "--report", report, (char *)NULL);
+              "--ctx", "20000", "--mtp", "off", "--ignore-eos", "--report", report, (char *)NULL);
         _exit(127);
     }
     usleep(1500 * 1000);
@@ -286,8 +287,8 @@ int main(int argc, char **argv)
         check_run_ids(argv[i], &f);
         if (i == 3) {
             check_bad_flags(argv[i]);
-            check_interrupt(argv[i], SIGINT, "SIGINT");
-            check_interrupt(argv[i], SIGTERM, "SIGTERM");
+            check_interrupt(argv[2], SIGINT, "SIGINT"); /* the embedded model: 163840 positions, a long run */
+            check_interrupt(argv[2], SIGTERM, "SIGTERM");
         }
         ref_fixture_free(&f);
     }
