@@ -89,19 +89,29 @@ static int write_ab_report(const char *path, const ab_row *rows, int n, int gree
     return ok ? 0 : 1;
 }
 
+/* Run flags ab cannot honour: it runs the prompt twice (MTP off, then on) and prints one table. */
+static int refuse_run_only_flags(const run_options *o)
+{
+    if (o->engine.mtp >= 0) return flags_usage_error("ab", "--mtp: ab runs MTP off and then on; use dsspec run for one setting");
+    if (o->telemetry_path) return flags_usage_error("ab", "--telemetry: two runs would mix in one file; use dsspec run --telemetry");
+    if (o->trace_out) return flags_usage_error("ab", "--trace-out: the second run would overwrite the first's trace; use dsspec run --trace-out");
+    if (o->print_ids) return flags_usage_error("ab", "--print-ids: ab prints its comparison table, not ids; use dsspec run --print-ids");
+    if (o->quiet) return flags_usage_error("ab", "--quiet: ab prints only its table already");
+    return 0;
+}
+
 int cli_ab(int argc, char **argv)
 {
     run_options o;
     run_options_defaults(&o);
     int n;
     const flag *flags = run_flags(&o, &n);
-    int rc = flags_parse("ab", "usage: dsspec ab [run flags]\nRuns the prompt with --mtp off, then on (same seed, cold cache each), and prints one table.\n--report FILE writes the table as JSON; --mtp is ignored.\n",
+    int rc = flags_parse("ab", "usage: dsspec ab [run flags]\nRuns the prompt with --mtp off, then on (same seed, cold cache each), and prints one table.\n--report FILE writes the table as JSON; --mtp, --telemetry, --trace-out, --print-ids and --quiet are refused.\n",
                          flags, n, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : rc;
-    if ((rc = run_options_finish(&o, "ab"))) return rc;
+    if ((rc = run_options_finish(&o, "ab")) || (rc = refuse_run_only_flags(&o))) return rc;
     const char *report = o.report_path;
     o.report_path = NULL;
-    o.telemetry_path = NULL;
     o.quiet = 1;
     run_result off, on;
     o.engine.mtp = 0;

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cli/run_conflicts.h"
 #include "cli/run_output.h"
 
 /* The signal that stopped the run (SIGINT, SIGTERM, SIGHUP), 0 while none has. */
@@ -86,6 +87,7 @@ int run_options_finish(run_options *o, const char *cmd)
 {
     dsspec_options *e = &o->engine;
     char err[256];
+    if (run_options_check_conflicts(o, cmd)) return 2;
     if (o->policy && dsspec_cache_policy_parse(o->policy, &e->policy))
         return flags_usage_error(cmd, "--cache-policy: expected lfu, lru or arc, got '%s'", o->policy);
     if (o->io && dsspec_io_backend_parse(o->io, &e->io))
