@@ -7,6 +7,7 @@
 #include <string.h>
 #include "cli/cli.h"
 #include "cli/flags.h"
+#include "cli/report.h"
 #include "engine/dsspec.h"
 
 static double num(const cJSON *o, const char *key)
@@ -137,6 +138,25 @@ static char *render_text(const cJSON *r)
     return text;
 }
 
+int report_render(const char *json_text, const char *name, const char *html_path, FILE *out)
+{
+    cJSON *r = cJSON_Parse(json_text);
+    if (!cJSON_IsObject(r) || (!cJSON_GetObjectItem(r, "plan") && !cJSON_GetObjectItem(r, "mtp_off"))) {
+        fprintf(stderr, "dsspec report: %s: not a dsspec run or ab report (expected JSON with \"plan\" or \"mtp_off\")\n", name);
+        cJSON_Delete(r);
+        return 1;
+    }
+    char *text = render_text(r);
+    int rc = 1;
+    if (text) {
+        fputs(text, out);
+        rc = html_path ? write_html(r, html_path, text) : 0;
+    }
+    free(text);
+    cJSON_Delete(r);
+    return rc;
+}
+
 int cli_report(int argc, char **argv)
 {
     const char *html = NULL, *in = NULL;
@@ -152,20 +172,7 @@ int cli_report(int argc, char **argv)
     char err[1024];
     char *buf = dsspec_read_file(in, NULL, err, sizeof err);
     if (!buf) { fprintf(stderr, "dsspec report: %s\n", err); return 1; }
-    cJSON *r = cJSON_Parse(buf);
+    rc = report_render(buf, in, html, stdout);
     free(buf);
-    if (!r || (!cJSON_GetObjectItem(r, "plan") && !cJSON_GetObjectItem(r, "mtp_off"))) {
-        fprintf(stderr, "dsspec report: %s: not a dsspec run or ab report (expected JSON with \"plan\" or \"mtp_off\")\n", in);
-        cJSON_Delete(r);
-        return 1;
-    }
-    char *text = render_text(r);
-    rc = 1;
-    if (text) {
-        fputs(text, stdout);
-        rc = html ? write_html(r, html, text) : 0;
-    }
-    free(text);
-    cJSON_Delete(r);
     return rc;
 }

@@ -21,6 +21,8 @@ void tok_err(char *err, size_t errlen, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
+    for (char *p = err; *p; p++) /* names quoted from the input may hold line breaks: keep one line */
+        if (*p == '\n' || *p == '\r') *p = ' ';
 }
 
 /* Bytes that are printable stay themselves; the other 68 are moved to U+0100.. in byte order. */
