@@ -285,6 +285,22 @@ void checkpoint_close(checkpoint *ck)
     free(ck);
 }
 
+/* Pages are dropped chunk by chunk so that at most one chunk (plus readahead) is cached at a time. */
+#define READ_ONCE_CHUNK (32ull << 20)
+
+int checkpoint_read_once(const checkpoint *ck, const tensor_info *t, uint64_t off, void *dst, uint64_t n, char *err, size_t errlen)
+{
+    const shard_info *sh = &ck->shards[t->shard];
+    for (uint64_t done = 0; done < n;) {
+        uint64_t want = n - done < READ_ONCE_CHUNK ? n - done : READ_ONCE_CHUNK;
+        if (checkpoint_read(ck, t, off + done, (char *)dst + done, want, err, errlen)) return -1;
+        /* Advice only: a kernel that ignores it leaves clean pages it can reclaim anyway. */
+        (void)posix_fadvise(sh->fd, (off_t)(t->offset + off + done), (off_t)want, POSIX_FADV_DONTNEED);
+        done += want;
+    }
+    return 0;
+}
+
 int checkpoint_read(const checkpoint *ck, const tensor_info *t, uint64_t off, void *dst, uint64_t n, char *err, size_t errlen)
 {
     const shard_info *sh = &ck->shards[t->shard];
