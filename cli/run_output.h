@@ -22,6 +22,8 @@ typedef struct {
     int last_telemetry_at;
     double last_report_at;         /* seconds since start when the report was last refreshed */
     volatile sig_atomic_t *stop;   /* set by the signal handler */
+    int report_written, report_failed;
+    int write_failed;              /* telemetry or the final report could not be written: exit 1 */
 } run_output;
 
 /* Opens the telemetry and trace files and checks that the report can be written, before any model

@@ -158,7 +158,7 @@ static int generate_and_report(run_output *out, const run_options *o, dsspec *e,
     res->interrupted = interrupted;
     run_output_finish(out, e);
     if (gen_rc) return 1;
-    return interrupted ? DSSPEC_EXIT_SIGNAL : 0;
+    return interrupted ? DSSPEC_EXIT_SIGNAL : out->write_failed;
 }
 
 int run_once(const run_options *o, int quiet_output, run_result *res)
