@@ -6,7 +6,9 @@
 #include "cache/expert_cache.h"
 #include "core/text_file.h"
 
-enum { TRACE_MAX_LAYER = 1 << 16, TRACE_MAX_EXPERT = 1 << 20 };
+/* The simulator keeps per-key arrays (several ints per key and policy), so the key space (MoE
+ * layers seen x experts per layer) is bounded: R1 needs 59 x 256 = 15,104 keys. */
+enum { TRACE_MAX_LAYER = 1 << 16, TRACE_MAX_EXPERT = 1 << 16, TRACE_MAX_KEYS = 1 << 22 };
 
 typedef struct { int layer, expert; } routed;
 typedef struct { routed *v; size_t n, cap; } routed_vec;
@@ -116,7 +118,7 @@ static int build_keys(cache_trace *t, const routed_vec *r)
         if (layer_no[l] == 0) { layer_no[l] = t->n_moe_layers; t->moe_layers[t->n_moe_layers++] = l; }
     t->n_layers = t->n_moe_layers;
     t->n_experts = max_expert + 1;
-    if ((int64_t)t->n_layers * t->n_experts > (1 << 28)) { free(layer_no); return -2; }
+    if ((int64_t)t->n_layers * t->n_experts > TRACE_MAX_KEYS) { free(layer_no); return -2; }
     for (size_t i = 0; i < r->n; i++) t->key[i] = layer_no[r->v[i].layer] * t->n_experts + r->v[i].expert;
     t->n = r->n;
     free(layer_no);
@@ -147,7 +149,8 @@ cache_trace *cache_trace_load(const char *path, int layer_lo, int layer_hi, char
     }
     if (ok) {
         int rc = build_keys(t, &r);
-        if (rc == -2) { error_set(err, errlen, "%s: layers x experts too large (%d x %d)", path, t->n_layers, t->n_experts); ok = 0; }
+        if (rc == -2) { error_set(err, errlen, "%s: %d MoE layers x %d experts (the highest expert id + 1) = %lld keys, the limit is %d",
+                                 path, t->n_layers, t->n_experts, (long long)t->n_layers * t->n_experts, TRACE_MAX_KEYS); ok = 0; }
         else if (rc < 0) { error_set(err, errlen, "%s: out of memory", path); ok = 0; }
     }
     if (!t) error_set(err, errlen, "%s: out of memory", path);

@@ -15,6 +15,7 @@ static void check_accepted(const model_config *c)
         fuzz_fail("config accepted outside the forward pass's limits (top-k %d, experts %d, groups %d/%d, rope %d)",
                   c->num_experts_per_tok, c->n_routed_experts, c->n_group, c->topk_group, c->qk_rope_head_dim);
     if (config_total_layers(c) < 1 || c->max_position_embeddings < 1) fuzz_fail("config accepted with no layers or positions");
+    if (!(c->rope_theta > 1)) fuzz_fail("config accepted with rope_theta %g (rope frequencies need > 1)", c->rope_theta);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -26,7 +26,7 @@ total=0
 for h in $harnesses; do
   log="$out/logs/$h.log"
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
-  last=$(grep -E '^#[0-9]+ ' "$log" | tail -1)
+  last=$(grep -E '^#[0-9]+[[:space:]]' "$log" | tail -1)
   cov=$(grep -o 'cov: [0-9]*' <<<"$last" | grep -o '[0-9]*'); ft=$(grep -o 'ft: [0-9]*' <<<"$last" | grep -o '[0-9]*')
   crashes=$(ls "$out/crashes" | grep -c "^$h-" || true)
   printf '%-17s %12s %6s %7s %8s %8s\n' "$h" "${execs:-0}" "${cov:-?}" "${ft:-?}" "$(ls "$out/corpus/$h" | wc -l)" "$crashes"

@@ -32,6 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int lo = size ? (int)(data[0] % 4) - 1 : -1; /* -1 (no bound) or layers 0..2 */
     cache_trace *t = cache_trace_load(path, lo, -1, err, sizeof err);
     if (!t) { fuzz_check_error_line("cache_trace_load", err); return 0; }
+    if ((long long)t->n_layers * t->n_experts > (1 << 22)) fuzz_fail("trace accepted with %d x %d keys", t->n_layers, t->n_experts);
     replay(t);
     cache_trace_free(t);
     return 0;
