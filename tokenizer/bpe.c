@@ -316,7 +316,7 @@ int bpe_encode_word(bpe_model *m, const str_map *vocab, const uint8_t *word, siz
     if (len == 1 && m->byte_id[word[0]] >= 0) return id_buf_push(out, m->byte_id[word[0]]);
     uint32_t h = hash_bytes((const char *)word, len);
     word_slot *s = cache_find(m, word, len, h);
-    if (s->len) return id_buf_append(out, m->cache_ids.data + s->ids_off, s->n_ids);
+    if (s->len) return id_buf_append(out, s->n_ids ? m->cache_ids.data + s->ids_off : NULL, s->n_ids); /* see below: 0 ids */
     size_t before = out->len;
     int done = 0;
     if (m->ignore_merges && vocab) {
