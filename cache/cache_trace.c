@@ -5,8 +5,11 @@
 #include <cjson/cJSON.h>
 #include <zlib.h>
 #include "cache/expert_cache.h"
+#include "core/text_file.h"
 
-enum { TRACE_MAX_LAYER = 1 << 16, TRACE_MAX_EXPERT = 1 << 20 };
+/* The simulator keeps per-key arrays (several ints per key and policy), so the key space (MoE
+ * layers seen x experts per layer) is bounded: R1 needs 59 x 256 = 15,104 keys. */
+enum { TRACE_MAX_LAYER = 1 << 16, TRACE_MAX_EXPERT = 1 << 16, TRACE_MAX_KEYS = 1 << 22 };
 
 typedef struct { int layer, expert; } routed;
 typedef struct { routed *v; size_t n, cap; } routed_vec;
@@ -57,20 +60,20 @@ static int parse_line(const char *path, long lineno, const char *text, int lo, i
 {
     cJSON *obj = cJSON_Parse(text);
     if (!obj || !cJSON_IsObject(obj)) {
-        snprintf(err, errlen, "%s:%ld: expected a JSON object mapping layer -> [expert ids]", path, lineno);
+        error_set(err, errlen, "%s:%ld: expected a JSON object mapping layer -> [expert ids]", path, lineno);
         cJSON_Delete(obj);
         return -1;
     }
     int n = cJSON_GetArraySize(obj), i = 0, rc = -1;
     line_layer *layers = calloc((size_t)(n ? n : 1), sizeof *layers);
-    if (!layers) { snprintf(err, errlen, "%s: out of memory", path); cJSON_Delete(obj); return -1; }
+    if (!layers) { error_set(err, errlen, "%s: out of memory", path); cJSON_Delete(obj); return -1; }
     for (const cJSON *it = obj->child; it; it = it->next, i++) {
         if (parse_index(it->string, TRACE_MAX_LAYER, &layers[i].layer) < 0) {
-            snprintf(err, errlen, "%s:%ld: key \"%s\" is not a layer index (0..%d)", path, lineno, it->string, TRACE_MAX_LAYER - 1);
+            error_set(err, errlen, "%s:%ld: key \"%s\" is not a layer index (0..%d)", path, lineno, it->string, TRACE_MAX_LAYER - 1);
             goto done;
         }
         if (!cJSON_IsArray(it)) {
-            snprintf(err, errlen, "%s:%ld: layer %s: expected an array of expert ids", path, lineno, it->string);
+            error_set(err, errlen, "%s:%ld: layer %s: expected an array of expert ids", path, lineno, it->string);
             goto done;
         }
         layers[i].experts = it;
@@ -78,17 +81,17 @@ static int parse_line(const char *path, long lineno, const char *text, int lo, i
     qsort(layers, (size_t)n, sizeof *layers, by_layer);
     for (i = 0; i < n; i++) {
         if (i > 0 && layers[i].layer == layers[i - 1].layer) {
-            snprintf(err, errlen, "%s:%ld: layer %d appears twice", path, lineno, layers[i].layer);
+            error_set(err, errlen, "%s:%ld: layer %d appears twice", path, lineno, layers[i].layer);
             goto done;
         }
         if ((lo >= 0 && layers[i].layer < lo) || (hi >= 0 && layers[i].layer > hi)) continue;
         for (const cJSON *e = layers[i].experts->child; e; e = e->next) {
             int id;
             if (!is_index_number(e, TRACE_MAX_EXPERT, &id)) {
-                snprintf(err, errlen, "%s:%ld: layer %d: expert ids must be integers 0..%d", path, lineno, layers[i].layer, TRACE_MAX_EXPERT - 1);
+                error_set(err, errlen, "%s:%ld: layer %d: expert ids must be integers 0..%d", path, lineno, layers[i].layer, TRACE_MAX_EXPERT - 1);
                 goto done;
             }
-            if (routed_push(out, layers[i].layer, id) < 0) { snprintf(err, errlen, "%s: out of memory", path); goto done; }
+            if (routed_push(out, layers[i].layer, id) < 0) { error_set(err, errlen, "%s: out of memory", path); goto done; }
         }
     }
     rc = 0;
@@ -116,7 +119,7 @@ static int build_keys(cache_trace *t, const routed_vec *r)
         if (layer_no[l] == 0) { layer_no[l] = t->n_moe_layers; t->moe_layers[t->n_moe_layers++] = l; }
     t->n_layers = t->n_moe_layers;
     t->n_experts = max_expert + 1;
-    if ((int64_t)t->n_layers * t->n_experts > (1 << 28)) { free(layer_no); return -2; }
+    if ((int64_t)t->n_layers * t->n_experts > TRACE_MAX_KEYS) { free(layer_no); return -2; }
     for (size_t i = 0; i < r->n; i++) t->key[i] = layer_no[r->v[i].layer] * t->n_experts + r->v[i].expert;
     t->n = r->n;
     free(layer_no);
@@ -182,13 +185,14 @@ cache_trace *cache_trace_load(const char *path, int layer_lo, int layer_hi, char
     if (!t) snprintf(err, errlen, "%s: out of memory", path);
     if (ok && read_lines(f, path, layer_lo, layer_hi, t, &r, err, errlen) < 0) ok = 0;
     if (ok && r.n == 0) {
-        snprintf(err, errlen, "%s: no routed experts in the trace%s", path, layer_lo >= 0 || layer_hi >= 0 ? " (within --layers)" : "");
+        error_set(err, errlen, "%s: no routed experts in the trace%s", path, layer_lo >= 0 || layer_hi >= 0 ? " (within --layers)" : "");
         ok = 0;
     }
     if (ok) {
         int rc = build_keys(t, &r);
-        if (rc == -2) { snprintf(err, errlen, "%s: layers x experts too large (%d x %d)", path, t->n_layers, t->n_experts); ok = 0; }
-        else if (rc < 0) { snprintf(err, errlen, "%s: out of memory", path); ok = 0; }
+        if (rc == -2) { error_set(err, errlen, "%s: %d MoE layers x %d experts (the highest expert id + 1) = %lld keys, the limit is %d",
+                                 path, t->n_layers, t->n_experts, (long long)t->n_layers * t->n_experts, TRACE_MAX_KEYS); ok = 0; }
+        else if (rc < 0) { error_set(err, errlen, "%s: out of memory", path); ok = 0; }
     }
     free(r.v);
     gzclose(f);

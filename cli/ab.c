@@ -136,20 +136,30 @@ static int same_tokens(const run_result *a, const run_result *b)
     return a->n_tokens == b->n_tokens && !memcmp(a->tokens, b->tokens, a->n_tokens * sizeof(int));
 }
 
+/* Run flags ab cannot honour: it runs the prompt three times (MTP off, on, auto) and prints one table. */
+static int refuse_run_only_flags(const run_options *o)
+{
+    if (o->engine.mtp >= 0) return flags_usage_error("ab", "--mtp: ab runs MTP off, on and auto; use dsspec run for one setting");
+    if (o->telemetry_path) return flags_usage_error("ab", "--telemetry: three runs would mix in one file; use dsspec run --telemetry");
+    if (o->trace_out) return flags_usage_error("ab", "--trace-out: each run would overwrite the last one's trace; use dsspec run --trace-out");
+    if (o->print_ids) return flags_usage_error("ab", "--print-ids: ab prints its comparison table, not ids; use dsspec run --print-ids");
+    if (o->quiet) return flags_usage_error("ab", "--quiet: ab prints only its table already");
+    return 0;
+}
+
 int cli_ab(int argc, char **argv)
 {
     run_options o;
     run_options_defaults(&o);
     int n;
     const flag *flags = run_flags(&o, &n);
-    int rc = flags_parse("ab", "usage: dsspec ab [run flags]\nRuns the prompt with --mtp off, on and auto (same seed, cold cache each), and prints one table.\n--report FILE writes the table as JSON; --mtp is ignored. The three outputs must be identical (greedy or sampled).\n",
+    int rc = flags_parse("ab", "usage: dsspec ab [run flags]\nRuns the prompt with --mtp off, on and auto (same seed, cold cache each), and prints one table.\n--report FILE writes the table as JSON; --mtp, --telemetry, --trace-out, --print-ids and --quiet are refused. The three outputs must be identical (greedy or sampled).\n",
                          flags, n, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : rc;
-    if ((rc = run_options_finish(&o, "ab"))) return rc;
+    if ((rc = run_options_finish(&o, "ab")) || (rc = refuse_run_only_flags(&o))) return rc;
     if (o.session_path) return flags_usage_error("ab", "--session belongs to dsspec run (ab makes three runs)");
     const char *report = o.report_path;
     o.report_path = NULL;
-    o.telemetry_path = NULL;
     o.quiet = 1;
     o.argc = argc;
     o.argv = argv;

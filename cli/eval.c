@@ -136,6 +136,7 @@ int cli_eval(int argc, char **argv)
     char err[1024];
     if (!a.ids == !a.ids_file) return flags_usage_error("eval", "give one of --ids or --ids-file");
     if (!a.out && !a.ppl) return flags_usage_error("eval", "--dump is required (or --ppl)");
+    if (a.mtp && !a.out) return flags_usage_error("eval", "--mtp writes mtp_logits.f32 into --dump OUT; give --dump");
     if (a.cpu && dsspec_check_cpu_features(a.cpu, err, sizeof err)) return flags_usage_error("eval", "%s", err);
     int *ids = NULL, T = read_ids(&a, &ids, err, sizeof err);
     if (T < 0) {

@@ -10,6 +10,7 @@
 #include <string.h>
 #include "cli/cli.h"
 #include "cli/flags.h"
+#include "cli/report.h"
 #include "cli/report_render.h"
 #include "engine/dsspec.h"
 
@@ -134,19 +135,39 @@ static char *render_text(const cJSON *r, const report_series *ts)
     return text;
 }
 
+/* A report's JSON text, checked to be a run or ab report; NULL after one line naming `name`. */
+static cJSON *parse_report(const char *json_text, const char *name)
+{
+    cJSON *r = cJSON_Parse(json_text);
+    if (!r || (!cJSON_GetObjectItem(r, "plan") && !cJSON_GetObjectItem(r, "mtp_off"))) {
+        fprintf(stderr, "dsspec report: %s: not a dsspec run or ab report (expected JSON with \"plan\" or \"mtp_off\")\n", name);
+        cJSON_Delete(r);
+        return NULL;
+    }
+    return r;
+}
+
 static cJSON *load_report(const char *path)
 {
     char err[1024];
     char *buf = dsspec_read_file(path, NULL, err, sizeof err);
     if (!buf) { fprintf(stderr, "dsspec report: %s\n", err); return NULL; }
-    cJSON *r = cJSON_Parse(buf);
+    cJSON *r = parse_report(buf, path);
     free(buf);
-    if (!r || (!cJSON_GetObjectItem(r, "plan") && !cJSON_GetObjectItem(r, "mtp_off"))) {
-        fprintf(stderr, "dsspec report: %s: not a dsspec run or ab report (expected JSON with \"plan\" or \"mtp_off\")\n", path);
-        cJSON_Delete(r);
-        return NULL;
-    }
     return r;
+}
+
+int report_render(const char *json_text, const char *name, const char *html_path, FILE *out)
+{
+    cJSON *r = parse_report(json_text, name);
+    if (!r) return 1;
+    char *text = render_text(r, NULL);
+    int rc = text ? 0 : 1;
+    if (text) fputs(text, out);
+    if (text && html_path) rc = report_write_html(r, NULL, NULL, html_path, text);
+    free(text);
+    cJSON_Delete(r);
+    return rc;
 }
 
 /* One report: text to stdout, and the page when asked. */

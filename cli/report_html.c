@@ -97,7 +97,9 @@ static void chart_layers(FILE *f, const cJSON *r)
 static void chart_latency(FILE *f, const cJSON *r)
 {
     const cJSON *hist = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "cache"), "read_latency_log2_ns_hist");
-    int nh = cJSON_GetArraySize(hist), first = 0, last = nh - 1;
+    int nh = cJSON_GetArraySize(hist), first = 0;
+    if (nh > 64) nh = 64; /* log2 buckets of a 64-bit nanosecond count: a longer list is not ours */
+    int last = nh - 1;
     while (first < nh && cJSON_GetArrayItem(hist, first)->valuedouble == 0) first++; /* no reads that fast */
     while (last > first && cJSON_GetArrayItem(hist, last)->valuedouble == 0) last--;
     if (first >= nh) return;

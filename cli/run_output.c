@@ -1,6 +1,8 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdio_ext.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +103,21 @@ static void add_mtp_steps(cJSON *j, const dsspec_gen_stats *g)
     cJSON_AddNumberToObject(m, "draft_explore", g->draft_explore);
 }
 
+/* One whole line or none: a write that fails (a full disk) is cut back to where the line began
+ * and the unwritten bytes stdio still holds are dropped, so every line in the file parses. 0 or -1
+ * with errno. */
+static int append_line(FILE *f, const char *text)
+{
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) return -1;
+    if (fputs(text, f) >= 0 && fputc('\n', f) != EOF && fflush(f) == 0) return 0;
+    int e = errno;
+    __fpurge(f);
+    if (ftruncate(fileno(f), st.st_size) != 0) { /* nothing more can be done; the error names the file */ }
+    errno = e;
+    return -1;
+}
+
 static void write_telemetry_line(run_output *out, int generated, const dsspec_gen_stats *g)
 {
     cJSON *line = cJSON_CreateObject();
@@ -113,12 +130,18 @@ static void write_telemetry_line(run_output *out, int generated, const dsspec_ge
     cJSON *cj = dsspec_cache_stats_json(out->e);
     if (cj) cJSON_AddItemToObject(line, "cache", cj);
     char *text = cJSON_PrintUnformatted(line);
-    if (text) { fprintf(out->telemetry, "%s\n", text); fflush(out->telemetry); }
+    if (text && append_line(out->telemetry, text)) {
+        fprintf(stderr, "dsspec: --telemetry %s: cannot write (%s); it keeps its complete lines, no more are written\n",
+                out->o->telemetry_path, strerror(errno));
+        fclose(out->telemetry);
+        out->telemetry = NULL;
+        out->write_failed = 1;
+    }
     free(text);
     cJSON_Delete(line);
 }
 
-static void write_report(const run_output *out, dsspec *e);
+static int write_report(run_output *out, dsspec *e);
 
 /* How often the report on disk is brought up to date while a run goes, so a crash or a kill -9
  * still leaves a recent one. */
@@ -217,7 +240,9 @@ static void print_summary(const run_result *r, FILE *f)
     fprintf(f, "; peak RSS %.3f GiB\n", r->peak_rss / 1073741824.0);
 }
 
-static void write_report(const run_output *out, dsspec *e)
+/* The report is replaced whole (a temporary file renamed over it) or not at all, so the one on
+ * disk is always the last complete one. A failure is said once per run. 0 or -1. */
+static int write_report(run_output *out, dsspec *e)
 {
     cJSON *j = run_report_json(out->o, out->res, e);
     char *text = cJSON_Print(j);
@@ -229,11 +254,16 @@ static void write_report(const run_output *out, dsspec *e)
     if (f && fclose(f) != 0) ok = 0;
     if (ok && rename(tmp, path) != 0) ok = 0;
     if (!ok) {
-        fprintf(stderr, "dsspec: --report %s: cannot write: %s\n", path, strerror(errno));
+        if (!out->report_failed)
+            fprintf(stderr, "dsspec: --report %s: cannot write: %s%s\n", path, strerror(errno),
+                    out->report_written ? " (the last report written stays)" : "");
+        out->report_failed = 1;
         unlink(tmp);
     }
+    out->report_written |= ok;
     free(text);
     cJSON_Delete(j);
+    return ok ? 0 : -1;
 }
 
 void run_output_finish(run_output *out, dsspec *e)
@@ -253,7 +283,7 @@ void run_output_finish(run_output *out, dsspec *e)
         print_summary(res, stderr);
         dsspec_cache_stats_print(e, stderr);
     }
-    if (out->o->report_path) write_report(out, e);
+    if (out->o->report_path && write_report(out, e)) out->write_failed = 1;
 }
 
 void run_output_close(run_output *out)

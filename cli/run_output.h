@@ -25,6 +25,8 @@ typedef struct {
     volatile sig_atomic_t *stop;   /* set by the signal handler */
     dsspec_gen_stats live;         /* counters so far, kept by the engine (params.live) */
     progress progress;
+    int report_written, report_failed;
+    int write_failed;              /* telemetry or the final report could not be written: exit 1 */
 } run_output;
 
 /* Opens the telemetry and trace files and checks that the report can be written, before any model

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cli/run_conflicts.h"
 #include "cli/run_output.h"
 
 /* The signal that stopped the run (SIGINT, SIGTERM, SIGHUP), 0 while none has. */
@@ -76,7 +77,7 @@ const flag *run_flags(run_options *o, int *n)
         {FLAG_CUSTOM, "--prefetch", "on|off", &e->prefetch, .parse = flag_parse_on_off, .help = "router-lookahead prefetch of the next layer's experts (default on)"},
         {FLAG_STRING, "--io", "auto|uring|pread", &o->io, .help = "expert read backend (default auto: io_uring + O_DIRECT, else pread)"},
         {FLAG_INT, "--queue-depth", "N", &e->queue_depth, 1, 4096, .help = "expert reads in flight at most (default 16)"},
-        {FLAG_INT, "--ctx|-c|--ctx-size", "N", &e->ctx, 2, 1 << 24, .help = "context length in tokens, KV is sized for it (default: the model's maximum up to 32768, less only if the budget cannot hold its KV; the plan says)"},
+        {FLAG_INT, "--ctx|-c|--ctx-size", "N", &e->ctx, 2, 1 << 24, .help = "context length in tokens, KV is sized for it (default: the model's maximum up to 32768, less only if the budget cannot hold its KV; the plan says; above the model's maximum: refused)"},
         {FLAG_STRING, "--kv-dtype", "f32|bf16", &o->kv_dtype, .help = "latent KV cache precision (default f32, exact, when the budget holds it for the context, else bf16: half the memory, +0.009% held-out perplexity)"},
         {FLAG_SECTION, .help = "compute"},
         {FLAG_INT, "-t|--threads", "N", &e->threads, 1, 1024, .help = threads_help},
@@ -107,6 +108,7 @@ int run_options_finish(run_options *o, const char *cmd)
 {
     dsspec_options *e = &o->engine;
     char err[256];
+    if (run_options_check_conflicts(o, cmd)) return 2;
     if (o->policy && dsspec_cache_policy_parse(o->policy, &e->policy))
         return flags_usage_error(cmd, "--cache-policy: expected lfu, lru or arc, got '%s'", o->policy);
     if (o->io && dsspec_io_backend_parse(o->io, &e->io))
@@ -194,7 +196,7 @@ static int generate_and_report(run_output *out, const run_options *o, dsspec *e,
     if (gen_rc && res->n_tokens == 0) out->quiet_output = 1; /* refused before any token: the error line alone */
     run_output_finish(out, e);
     if (gen_rc) return 1;
-    return interrupted ? DSSPEC_EXIT_SIGNAL : 0;
+    return interrupted ? DSSPEC_EXIT_SIGNAL : out->write_failed;
 }
 
 /* The session file, opened (and its records checked) before the model loads. */

@@ -93,6 +93,8 @@ int cli_tokenize(int argc, char **argv)
                          flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : rc;
     if (!!a.text + !!a.file + !!a.chat != 1) return flags_usage_error("tokenize", "give exactly one of -p TEXT, -f FILE, --chat MESSAGES.json");
+    if (a.chat && a.no_bos) return flags_usage_error("tokenize", "--no-bos with --chat: the chat template writes BOS itself");
+    if (!a.chat && a.no_gen_prompt) return flags_usage_error("tokenize", "--no-generation-prompt applies to --chat only");
     tokenizer *tok = open_tokenizer(a.model);
     if (!tok) return 1;
     size_t len = 0, n = 0;

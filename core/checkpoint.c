@@ -99,6 +99,10 @@ static int load_shard(checkpoint *ck, int s, const cJSON *wm, int *cap, char *er
                   first_tensor_in(wm, sh->file), strerror(errno));
         return -1;
     }
+    /* This descriptor reads headers, resident tensors in large chunks and single embedding rows:
+     * none gains from readahead, and a row read would otherwise pull in read_ahead_kb (often MBs)
+     * of neighbours into the page cache. Advice only. */
+    (void)posix_fadvise(sh->fd, 0, 0, POSIX_FADV_RANDOM);
     safetensors_header h;
     if (safetensors_read_header(sh->fd, sh->path, &h, err, errlen)) return -1;
     sh->size = h.file_size;
@@ -283,6 +287,24 @@ void checkpoint_close(checkpoint *ck)
     free(ck->experts);
     free(ck->dir);
     free(ck);
+}
+
+/* Pages are dropped chunk by chunk so that at most one chunk (plus readahead) is cached at a time. */
+#define READ_ONCE_CHUNK (32ull << 20)
+
+int checkpoint_read_once(const checkpoint *ck, const tensor_info *t, uint64_t off, void *dst, uint64_t n, char *err, size_t errlen)
+{
+    const shard_info *sh = &ck->shards[t->shard];
+    for (uint64_t done = 0; done < n;) {
+        uint64_t want = n - done < READ_ONCE_CHUNK ? n - done : READ_ONCE_CHUNK;
+        if (checkpoint_read(ck, t, off + done, (char *)dst + done, want, err, errlen)) return -1;
+        done += want;
+        /* Advice only: a kernel that ignores it leaves clean pages it can reclaim anyway. After the
+         * last chunk the advice runs to the end of the file, taking the readahead past it too. */
+        off_t from = (off_t)(t->offset + off + done - want);
+        (void)posix_fadvise(sh->fd, from, done < n ? (off_t)want : 0, POSIX_FADV_DONTNEED);
+    }
+    return 0;
 }
 
 int checkpoint_read(const checkpoint *ck, const tensor_info *t, uint64_t off, void *dst, uint64_t n, char *err, size_t errlen)

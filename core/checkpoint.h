@@ -112,6 +112,12 @@ const expert_extent *checkpoint_expert(const checkpoint *ck, int layer, int expe
  * 0, or -1 with err naming the file, tensor and offset. */
 int checkpoint_read(const checkpoint *ck, const tensor_info *t, uint64_t off, void *dst, uint64_t n,
                     char *err, size_t errlen);
+/* checkpoint_read for bytes read once and then kept in RAM (the resident weights): the file's pages
+ * are dropped from the page cache as each chunk lands. Inside a memory cgroup the page cache a
+ * process fills is charged to it, so buffered loading would otherwise push the cgroup to its limit
+ * and make the kernel reclaim (or OOM-kill) for memory the process never uses again. */
+int checkpoint_read_once(const checkpoint *ck, const tensor_info *t, uint64_t off, void *dst, uint64_t n,
+                         char *err, size_t errlen);
 
 /* The census `dsspec inspect` prints: tensors and bytes by dtype, family, layer; resident vs
  * routed-expert bytes; expert extents (contiguous or not, straddling). */

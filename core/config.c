@@ -199,6 +199,11 @@ static int check_relations(const config_ctx *x, const model_config *c)
                   c->num_experts_per_tok, c->topk_group * (c->n_routed_experts / c->n_group));
         return -1;
     }
+    if (c->rope_theta <= 1) {
+        /* inv_freq = theta^(-2i/d) and YaRN's correction dims divide by log(theta): both need theta > 1. */
+        error_set(x->err, x->errlen, "%s: key 'rope_theta' = %g, expected > 1", x->path, c->rope_theta);
+        return -1;
+    }
     if (c->n_routed_experts / c->n_group < 2) {
         error_set(x->err, x->errlen, "%s: key 'n_group' = %d leaves fewer than 2 experts per group (group score = top-2 sum)", x->path, c->n_group);
         return -1;

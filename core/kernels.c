@@ -1,4 +1,5 @@
 /* Kernel dispatch, the portable scalar path, dtype conversions and the parallel matvec driver. */
+#include <cpuid.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -8,14 +9,20 @@
 
 static cpu_path current_path = CPU_PATH_SCALAR;
 
+/* CPUID.1:ECX.F16C, read directly: clang's __builtin_cpu_supports has no "f16c" (the fuzz build). */
+static int cpu_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
 int cpu_path_available(cpu_path p)
 {
     __builtin_cpu_init();
     switch (p) {
     case CPU_PATH_SCALAR: return 1;
     case CPU_PATH_AVX2:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
     case CPU_PATH_AVX512:
         /* libgcc also checks (xgetbv) that the OS saves the zmm/opmask state. */
         return cpu_path_available(CPU_PATH_AVX2) && __builtin_cpu_supports("avx512f") &&

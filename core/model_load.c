@@ -27,7 +27,7 @@ static void *read_tensor(model *m, const tensor_info *t, char *err, size_t errle
 {
     void *p = model_alloc(m, t->nbytes);
     if (!p) { error_set(err, errlen, "out of memory loading tensor %s (%llu bytes)", t->name, (unsigned long long)t->nbytes); return NULL; }
-    if (checkpoint_read(m->ck, t, 0, p, t->nbytes, err, errlen) != 0) return NULL;
+    if (checkpoint_read_once(m->ck, t, 0, p, t->nbytes, err, errlen) != 0) return NULL;
     return p;
 }
 
@@ -91,7 +91,7 @@ static int tensors_identical(const model *m, const tensor_info *a, const tensor_
     int same = pa && pb;
     for (uint64_t off = 0; same && off < a->nbytes; off += chunk) {
         uint64_t n = a->nbytes - off < chunk ? a->nbytes - off : chunk;
-        if (checkpoint_read(m->ck, a, off, pa, n, err, errlen) || checkpoint_read(m->ck, b, off, pb, n, err, errlen)) same = -1;
+        if (checkpoint_read_once(m->ck, a, off, pa, n, err, errlen) || checkpoint_read_once(m->ck, b, off, pb, n, err, errlen)) same = -1;
         else same = memcmp(pa, pb, n) == 0;
     }
     free(pa);

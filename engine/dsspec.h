@@ -71,7 +71,8 @@ typedef struct {
     int prefetch;                /* router-lookahead prefetch of the next layer's experts */
     dsspec_io_backend io;
     int queue_depth;             /* expert reads in flight at most */
-    int ctx;                     /* positions the latent KV cache holds; 0: the default (the plan's ctx_note says which) */
+    int ctx;                     /* positions the latent KV cache holds; 0: the default (the plan's ctx_note says which);
+                                  * above the model's max_position_embeddings: refused */
     int kv_bf16;                 /* latent KV in BF16 (half the memory) instead of F32 (exact); -1: F32 when the budget holds it */
     int prefill_chunk;           /* prompt rows per forward pass; 0: as many as a quarter of what the
                                   * budget leaves after weights and KV holds, at most ctx (the plan says) */

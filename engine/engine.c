@@ -77,6 +77,21 @@ static int open_model(dsspec *e, char *err, size_t errlen)
     return 0;
 }
 
+/* The context the KV cache is sized for: positions past max_position_embeddings have no rope the
+ * model was trained for (and YaRN's scaling is defined up to it), so asking for more is refused. */
+/* An explicit --ctx above the model's own maximum is the caller's mistake: positions past it are
+ * outside what the checkpoint was trained and its rope configured for. Not given (0), the plan
+ * picks the default (engine_default_ctx). */
+static int refuse_ctx_above_max(dsspec *e, int *usage_error, char *err, size_t errlen)
+{
+    int max = model_get_config(e->m)->max_position_embeddings;
+    if (e->opt.ctx <= max) return 0;
+    error_set(err, errlen, "--ctx %d is above the model's limit: %s/config.json max_position_embeddings = %d", e->opt.ctx,
+              e->opt.model_dir, max);
+    if (usage_error) *usage_error = 1;
+    return -1;
+}
+
 /* Reader and cache sized by the plan; a plan that cannot be honoured is the caller's mistake. */
 static int open_expert_cache(dsspec *e, int *usage_error, char *err, size_t errlen)
 {
@@ -102,7 +117,7 @@ dsspec *dsspec_open(const dsspec_options *o, int *usage_error, char *err, size_t
     e->opt = *o;
     if (dsspec_resolve_model_dir(o->model_dir, &e->opt.model_dir, err, errlen)) goto fail;
     if (e->opt.threads < 1) e->opt.threads = 1;
-    if (open_model(e, err, errlen)) goto fail;
+    if (open_model(e, err, errlen) || refuse_ctx_above_max(e, usage_error, err, errlen)) goto fail;
     if (e->opt.experts == DSSPEC_EXPERTS_DIRECT) {
         if (e->opt.kv_bf16 < 0) e->opt.kv_bf16 = 0; /* no budget to fit: exact */
         if (e->opt.ctx <= 0) e->opt.ctx = engine_default_ctx(model_get_config(e->m), &e->opt, NULL, NULL);

@@ -272,7 +272,7 @@ int bpe_encode_word(bpe_model *m, const str_map *vocab, const uint8_t *word, siz
     if (len == 1 && m->byte_id[word[0]] >= 0) return id_buf_push(out, m->byte_id[word[0]]);
     uint32_t h = hash_bytes((const char *)word, len);
     word_slot *s = cache_find(m, word, len, h);
-    if (s->len) return id_buf_append(out, m->cache_ids.data + s->ids_off, s->n_ids);
+    if (s->len) return id_buf_append(out, s->n_ids ? m->cache_ids.data + s->ids_off : NULL, s->n_ids); /* see below: 0 ids */
     size_t before = out->len;
     int done = 0;
     if (m->ignore_merges && vocab) {
@@ -286,9 +286,9 @@ int bpe_encode_word(bpe_model *m, const str_map *vocab, const uint8_t *word, siz
     if (!done && merge_word(m, word, len, out)) return -1;
     if (len > 256) return 0;
     if (m->cache_count * 4 >= (m->cache_mask + 1) * 3) { cache_clear(m); s = cache_find(m, word, len, h); }
-    size_t n_ids = out->len - before;
+    size_t n_ids = out->len - before; /* 0 when no byte of the word is in the vocabulary: out->data may be NULL */
     uint32_t off = (uint32_t)m->cache_keys.len, ids_off = (uint32_t)m->cache_ids.len;
-    if (byte_buf_append(&m->cache_keys, word, len) || id_buf_append(&m->cache_ids, out->data + before, n_ids))
+    if (byte_buf_append(&m->cache_keys, word, len) || id_buf_append(&m->cache_ids, n_ids ? out->data + before : NULL, n_ids))
         return -1;
     *s = (word_slot){h, off, (uint32_t)len, ids_off, (uint32_t)n_ids};
     m->cache_count++;

@@ -49,6 +49,24 @@ static const char *field_string(chat_state *c, const cJSON *obj, const char *key
     return NULL;
 }
 
+/* Every message is an object with one of the template's four roles: any other role would render
+ * as nothing, silently dropping a turn the caller meant the model to read. */
+static int check_message(const cJSON *m, size_t idx, char *err, size_t errlen)
+{
+    static const char *const roles[] = {"system", "user", "assistant", "tool"};
+    if (!cJSON_IsObject(m)) { error_set(err, errlen, "messages[%zu]: expected an object", idx); return -1; }
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+    if (!cJSON_IsString(r)) {
+        error_set(err, errlen, "messages[%zu]: \"role\" %s (expected \"system\", \"user\", \"assistant\" or \"tool\")", idx,
+                r ? "must be a string" : "is missing");
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++)
+        if (!strcmp(r->valuestring, roles[i])) return 0;
+    error_set(err, errlen, "messages[%zu]: role \"%.64s\" is not one of \"system\", \"user\", \"assistant\", \"tool\"", idx, r->valuestring);
+    return -1;
+}
+
 static const char *role_of(const cJSON *m)
 {
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
@@ -154,7 +172,7 @@ static void render_message(chat_state *c, const cJSON *m, size_t idx)
         else render_assistant(c, m, idx);
     } else if (!strcmp(role, "tool")) {
         render_tool_output(c, m, idx);
-    } /* other roles (and system, already hoisted) produce nothing, as in the template */
+    } /* system messages are already hoisted to the front; check_message refused any other role */
 }
 
 char *tokenizer_render_chat(const tokenizer *tok, const char *messages_json, int add_generation_prompt,
@@ -169,13 +187,8 @@ char *tokenizer_render_chat(const tokenizer *tok, const char *messages_json, int
         c.failed = 1;
     }
     size_t idx = 0;
-    for (const cJSON *m = c.failed ? NULL : messages->child; m; m = m->next, idx++) {
-        if (!cJSON_IsObject(m)) {
-            error_set(err, errlen, "messages[%zu]: expected an object", idx);
-            c.failed = 1;
-            break;
-        }
-    }
+    for (const cJSON *m = c.failed ? NULL : messages->child; m && !c.failed; m = m->next, idx++)
+        c.failed = check_message(m, idx, err, errlen) != 0;
     put(&c, "");
     if (!c.failed) {
         put(&c, tok && tok->bos_text ? tok->bos_text : "");

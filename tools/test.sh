@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The test suite, twice: the release build, then everything rebuilt with ASan + UBSan.
+# The test suite, twice: the release build, then everything rebuilt with ASan + UBSan; then each
+# fuzz harness (tests/fuzz) searches for 30 s in a clang build. Any failure fails the script.
 # Installs first what only the tests need: node and npm (the reference tokenizer, OpenAI's client
-# and a Prometheus parser come from the npm registry) and curl (a client of dsspec serve).
+# and a Prometheus parser come from the npm registry), curl (a client of dsspec serve), chromium
+# (the report pages in a real browser) and clang with its runtime (the fuzzers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -11,19 +13,13 @@ missing=""
 # with Debian's npm package), so the commands are looked for, not the packages.
 command -v node >/dev/null 2>&1 || missing="$missing nodejs"
 command -v npm >/dev/null 2>&1 || missing="$missing npm"
-command -v curl >/dev/null 2>&1 || missing="$missing curl"
+for c in curl chromium clang; do command -v "$c" >/dev/null 2>&1 || missing="$missing $c"; done
+dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || missing="$missing libclang-rt-14-dev"
 if [ -n "$missing" ]; then
   $SUDO apt-get update
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends $missing
 fi
 jobs="$(nproc)"
-# The report test loads the HTML pages in a real headless browser: Debian's chromium.
-if ! command -v chromium >/dev/null 2>&1; then
-  SUDO=""
-  if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
-  $SUDO apt-get update
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends chromium
-fi
 echo "== release build: ctest"
 ctest --test-dir build --output-on-failure -j"$jobs"
 echo "== ASan + UBSan build: ctest"
@@ -31,3 +27,7 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Release -DDSSPEC_SANITIZE=ON
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs"
+echo "== fuzzing: every harness of tests/fuzz for a bounded time (libFuzzer + ASan + UBSan)"
+CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DDSSPEC_FUZZ=ON -DDSSPEC_FUZZ_SECONDS=30
+cmake --build build-fuzz -j"$jobs" --target fuzz_harnesses
+ctest --test-dir build-fuzz -L fuzz --output-on-failure -j"$jobs"

@@ -13,12 +13,15 @@ threads=${2:-1}
 dsspec="$build/dsspec"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-prompt_ids=$(python3 -c "print(','.join(str((i * 37 + 11) % 500) for i in range(64)))")
+ids() { python3 -c "print(','.join(['0'] + [str((i * 37 + 11) % 500) for i in range($1)]))"; }
 
-for m in tests/fixtures/tiny_r1 tests/fixtures/tiny_b models/dsspec-tiny; do
+# The fixtures hold only max_position_embeddings positions (128 and 80): a 17-token prompt and
+# generation up to that limit; the embedded model a 65-token prompt and 400 tokens.
+for spec in "tests/fixtures/tiny_r1 16 111 128" "tests/fixtures/tiny_b 16 63 80" "models/dsspec-tiny 64 400 1024"; do
+  read -r m n_prompt n_new ctx <<<"$spec"
   for mtp in off on; do
-    "$dsspec" run -m "$m" --ids "0,$prompt_ids" -n 400 --temp 0 --print-ids --mtp "$mtp" -t "$threads" --ctx 1024 \
-        --quiet --report "$out/$(basename $m)-$mtp.json" >/dev/null
+    "$dsspec" run -m "$m" --ids "$(ids "$n_prompt")" -n "$n_new" --temp 0 --print-ids --mtp "$mtp" -t "$threads" --ctx "$ctx" \
+        --ignore-eos --quiet --report "$out/$(basename $m)-$mtp.json" >/dev/null
   done
 done
 python3 - "$out" <<'PY'

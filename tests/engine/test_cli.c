@@ -145,9 +145,14 @@ static void check_run_ids(const char *dir, const ref_fixture *f)
     }
 }
 
+/* Usage errors exit 2 with one line naming the flag, for every subcommand: malformed values,
+ * conflicting flags (one would silently win) and flags the subcommand would ignore. */
 static void check_bad_flags(const char *dir)
 {
-    struct { const char *a[10]; const char *needle; int code; } cases[] = {
+    const char *msgs = "/tmp/dsspec_cli_msgs.json";
+    FILE *mf = fopen(msgs, "w");
+    if (mf) { fputs("[{\"role\": \"user\", \"content\": \"hi\"}]", mf); fclose(mf); }
+    struct { const char *a[12]; const char *needle; int code; } cases[] = {
         {{"run", "-m", dir, "--ids", "1,2", "--temp", "hot", NULL}, "--temp", 2},
         {{"run", "-m", dir, "--ids", "1,x", NULL}, "--ids", 2},
         {{"run", "-m", dir, "--ids", "1,2", "--mtp", "maybe", NULL}, "--mtp", 2},
@@ -164,6 +169,7 @@ static void check_bad_flags(const char *dir)
         {{"run", "-m", dir, "--ids", "1,2", "--print-ids", "--telemetry", "/nonexistent/dir/t.jsonl", NULL}, "--telemetry", 1},
         {{"run", "-m", dir, "--ids", "1,2,3,4,5,6,7,8", "--print-ids", "--ctx", "8", NULL}, "does not fit --ctx 8", 1},
         {{"run", "-m", dir, "--ids", "1,2", "--cpu-features", "avx9000", NULL}, "--cpu-features", 2},
+        {{"run", "-m", dir, "--ids", "1,2", "--print-ids", "--ctx", "129", NULL}, "max_position_embeddings = 128", 2},
         {{"frobnicate", NULL}, "frobnicate", 2},
         {{"run", "-m", dir, "--ids", "1,2", "--resume", NULL}, "--resume needs --session", 2},
         {{"run", "-m", dir, "--ids", "1,2", "--progress", "--no-progress", NULL}, "--no-progress", 2},
@@ -171,15 +177,44 @@ static void check_bad_flags(const char *dir)
         {{"batch", "jobs.jsonl", NULL}, "--out", 2},
         {{"batch", "/nonexistent/jobs.jsonl", "--out", "/tmp/dsspec_never.jsonl", "-m", dir, NULL}, "/nonexistent/jobs.jsonl", 1},
         {{"report", "/nonexistent/r.json", NULL}, "/nonexistent/r.json", 1},
+        {{"run", "-m", dir, "-p", "x", "-f", msgs, NULL}, "-p and -f", 2},
+        {{"run", "-m", dir, "--ids", "1,2", "-p", "x", NULL}, "--ids", 2},
+        {{"run", "-m", dir, "--ids", "1,2", "--chat", NULL}, "--chat", 2},
+        {{"run", "-m", dir, "--chat=/tmp/dsspec_cli_msgs.json", "-p", "x", NULL}, "--chat=", 2},
+        {{"run", "-m", dir, "--ids", "1,2", "--no-bos", NULL}, "--no-bos", 2},
+        {{"run", "-m", dir, "--chat-wrap", "-p", "x", "--no-bos", NULL}, "--no-bos", 2},
+        {{"run", "-m", dir, "--ids", "1,2", "--telemetry-every", "4", NULL}, "--telemetry-every", 2},
+        {{"run", "-m", dir, "--ids", "1,2", "--ctx", "1", NULL}, "--ctx", 2},
+        {{"ab", "-m", dir, "--ids", "1,2", "--telemetry", "/tmp/t.jsonl", NULL}, "--telemetry", 2},
+        {{"ab", "-m", dir, "--ids", "1,2", "--print-ids", NULL}, "--print-ids", 2},
+        {{"ab", "-m", dir, "--ids", "1,2", "--trace-out", "/tmp/t.jsonl", NULL}, "--trace-out", 2},
+        {{"ab", "-m", dir, "--ids", "1,2", "--mtp", "on", NULL}, "--mtp", 2},
+        {{"ab", "-m", dir, "--ids", "1,2", "--quiet", NULL}, "--quiet", 2},
+        {{"ab", "-m", dir, "-p", "x", "-f", msgs, NULL}, "-p and -f", 2},
+        {{"ab", "-m", dir, "--ids", "1,2", "--ctx", "129", NULL}, "max_position_embeddings", 2},
+        {{"eval", "-m", dir, "--ids", "1,2", "--ppl", "--mtp", NULL}, "--mtp", 2},
+        {{"eval", "-m", dir, "--ids", "1,2", "--ids-file", msgs, "--ppl", NULL}, "--ids", 2},
+        {{"eval", "-m", dir, "--ids", "1,2", "--chunk", "0", "--ppl", NULL}, "--chunk", 2},
+        {{"tokenize", "-p", "x", "-f", msgs, NULL}, "-p TEXT", 2},
+        {{"tokenize", "--chat", msgs, "--no-bos", NULL}, "--no-bos", 2},
+        {{"tokenize", "-p", "x", "--no-generation-prompt", NULL}, "--no-generation-prompt", 2},
+        {{"detokenize", NULL}, "--ids", 2},
+        {{"detokenize", "--ids", "1,x", NULL}, "--ids", 2},
+        {{"cache-sim", "--slots", "4", NULL}, "--trace", 2},
+        {{"cache-sim", "--trace", msgs, "--slots", "x", NULL}, "--slots", 2},
+        {{"inspect", "-m", dir, "extra", NULL}, "extra", 2},
+        {{"report", NULL}, "report file", 2},
+        {{"report", "a.json", "b.json", "c.json", NULL}, "c.json", 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         proc_result r;
         const char **a = cases[i].a;
-        run_dsspec(&r, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], NULL);
+        run_dsspec(&r, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], NULL);
         CHECK(r.status == cases[i].code, "case %zu (%s): exit %d, want %d", i, cases[i].needle, r.status, cases[i].code);
         CHECK(count_lines(r.err) == 1 && strstr(r.err, cases[i].needle), "case %zu: want one stderr line naming '%s', got: %s", i, cases[i].needle, r.err);
         CHECK(r.out[0] == 0, "case %zu printed on stdout", i);
     }
+    unlink(msgs);
 }
 
 static cJSON *read_json(const char *path)
@@ -254,7 +289,7 @@ static void check_interrupt(const char *dir, int sig, const char *sig_name)
         dup2(devnull, 1);
         dup2(devnull, 2);
         execl(dsspec_bin, dsspec_bin, "run", "-m", dir, "--ids", "0,5,9", "-n", "100000000", "--temp", "0", "--print-ids",
-              "--ctx", "200000", "--mtp", "off", "--ignore-eos", "--report", report, (char *)NULL);
+              "--ctx", "20000", "--mtp", "off", "--ignore-eos", "--report", report, (char *)NULL);
         _exit(127);
     }
     usleep(1500 * 1000);
@@ -368,8 +403,8 @@ int main(int argc, char **argv)
         check_run_ids(argv[i], &f);
         if (i == 3) {
             check_bad_flags(argv[i]);
-            check_interrupt(argv[i], SIGINT, "SIGINT");
-            check_interrupt(argv[i], SIGTERM, "SIGTERM");
+            check_interrupt(argv[2], SIGINT, "SIGINT"); /* the embedded model: 163840 positions, a long run */
+            check_interrupt(argv[2], SIGTERM, "SIGTERM");
             check_progress(argv[i]);
             check_sampled_paths(argv[i]);
         }

@@ -433,6 +433,13 @@ static void unit_chat(const char *data)
     CHECK(!bad && strstr(err, "array"), "non-array messages is an error: %s", err);
     bad = tokenizer_render_chat(tok, "[{\"role\":", 1, err, sizeof err);
     CHECK(!bad && strstr(err, "malformed"), "malformed JSON is an error: %s", err);
+    /* The Jinja template renders other roles as nothing; dsspec refuses them rather than drop a turn. */
+    bad = tokenizer_render_chat(tok, "[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"developer\",\"content\":\"x\"}]", 1, err, sizeof err);
+    CHECK(!bad && strstr(err, "messages[1]") && strstr(err, "developer"), "an unknown role is an error naming the message: %s", err);
+    bad = tokenizer_render_chat(tok, "[{\"content\":\"q\"}]", 1, err, sizeof err);
+    CHECK(!bad && strstr(err, "messages[0]") && strstr(err, "role"), "a message without a role is an error: %s", err);
+    bad = tokenizer_render_chat(tok, "[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]", 1, err, sizeof err);
+    CHECK(!bad && strstr(err, "messages[0]") && strstr(err, "content"), "non-string content is an error: %s", err);
     tokenizer_free(tok);
 }
 
