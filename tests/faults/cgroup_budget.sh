@@ -11,20 +11,38 @@ DSSPEC=$1 MODEL=$2
 . "$(dirname "$0")/common.sh"
 MiB=$((1 << 20))
 
+# A fresh root (a chroot, a minimal container) may have /sys without the cgroup mounts the
+# kernel offers: mount the memory controller where every program looks for it, as root can.
+mount_memory_cgroup() {
+  [ -d /sys/fs/cgroup ] || return 1
+  if ! mountpoint -q /sys/fs/cgroup && [ -z "$(ls -A /sys/fs/cgroup 2>/dev/null)" ]; then
+    if grep -qw cgroup2 /proc/filesystems && mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null &&
+       grep -qw memory /sys/fs/cgroup/cgroup.controllers; then
+      cleanup_hooks="$cleanup_hooks umount /sys/fs/cgroup;"
+      return 0
+    fi
+    mountpoint -q /sys/fs/cgroup && umount /sys/fs/cgroup
+    mount -t tmpfs cgroup_root /sys/fs/cgroup || return 1
+    cleanup_hooks="$cleanup_hooks umount /sys/fs/cgroup;"
+  fi
+  mkdir -p /sys/fs/cgroup/memory && mount -t cgroup -o memory memory /sys/fs/cgroup/memory || return 1
+  cleanup_hooks="umount /sys/fs/cgroup/memory; $cleanup_hooks"
+}
+if [ ! -f /sys/fs/cgroup/memory/memory.limit_in_bytes ] && ! grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+  mount_memory_cgroup || { fail "no memory cgroup controller at /sys/fs/cgroup, and mounting one failed (run as root)"; finish cgroup_budget; }
+fi
 if [ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ]; then
   v=1 base=/sys/fs/cgroup/memory
-elif grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+else
   v=2 base=/sys/fs/cgroup
   grep -qw memory $base/cgroup.subtree_control || echo +memory >$base/cgroup.subtree_control
-else
-  fail "no memory cgroup controller at /sys/fs/cgroup"; finish cgroup_budget
 fi
 n_groups=0
 make_cgroup() { # LIMIT_BYTES -> g := a new cgroup with that limit; ends the test when it cannot
   g=$base/dsspec_test_$$_$n_groups
   n_groups=$((n_groups + 1))
   mkdir "$g" || { fail "cannot create $g (run as root)"; finish cgroup_budget; }
-  cleanup_hooks="$cleanup_hooks rmdir '$g' 2>/dev/null;"
+  cleanup_hooks="rmdir '$g' 2>/dev/null; $cleanup_hooks"
   if [ $v = 1 ]; then echo "$1" >"$g/memory.limit_in_bytes"; else echo "$1" >"$g/memory.max"; fi ||
     { fail "cannot set the limit of $g"; finish cgroup_budget; }
 }
