@@ -17,14 +17,16 @@ typedef struct { __m256 lo, hi; } ps16;
  * Zen 4 this was tuned on, the register form decodes 16 weights in ~3.3 cycles against ~4.5 for
  * the buffer (one 256-bit store per cycle, and store forwarding into the upper half stalls):
  * +30% on the nb=1 loop in L2. Both give the same bits, so this is a pure speed choice. */
+#ifndef FP8_CVT_MEM
+#define FP8_CVT_MEM 0
+#endif
+#if FP8_CVT_MEM
 INLINE __m256 cvtph_ps_mem(const uint16_t *p)
 {
     __m256 r;
     __asm__("vcvtph2ps %1, %0" : "=x"(r) : "m"(*(const __m128i *)p));
     return r;
 }
-#ifndef FP8_CVT_MEM
-#define FP8_CVT_MEM 0
 #endif
 INLINE ps16 fp8x16_to_ps(__m128i q)
 {
@@ -67,19 +69,6 @@ INLINE ps16 load_w_partial(dtype_t dt, const void *row, int c, int n)
     _Alignas(32) unsigned char buf[64] = { 0 };
     memcpy(buf, (const char *)row + (size_t)c * esz, (size_t)n * esz);
     return load_w(dt, buf, 0);
-}
-
-INLINE ps16 load_x(const float *x)
-{
-    ps16 r = { _mm256_loadu_ps(x), _mm256_loadu_ps(x + 8) };
-    return r;
-}
-
-INLINE ps16 load_x_partial(const float *x, int n)
-{
-    _Alignas(32) float buf[16] = { 0 };
-    memcpy(buf, x, (size_t)n * sizeof(float));
-    return load_x(buf);
 }
 
 INLINE float hsum256(__m256 v)
