@@ -75,7 +75,7 @@ static void text_cache(const cJSON *r, FILE *out)
     cJSON_ArrayForEach(layer, cJSON_GetObjectItem(cache, "layers")) {
         double h = report_num(layer, "hits"), m = report_num(layer, "misses");
         char label[40];
-        report_layer_label(r, (int)report_num(layer, "layer"), label, sizeof label);
+        report_layer_label(r, report_layer(layer), label, sizeof label);
         if (h + m > 0)
             fprintf(out, "                 %-15s %9s %9s %6s\n", label, report_fmt(h, 0, a, sizeof a), report_fmt(m, 0, b, sizeof b),
                     report_fmt(100 * h / (h + m), 1, c, sizeof c));

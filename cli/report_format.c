@@ -12,6 +12,12 @@ double report_num(const cJSON *o, const char *key)
     return cJSON_IsNumber(x) ? x->valuedouble : cJSON_IsBool(x) ? cJSON_IsTrue(x) : 0;
 }
 
+int report_layer(const cJSON *o)
+{
+    double v = report_num(o, "layer");
+    return v >= 0 && v <= 1e6 ? (int)v : -1;
+}
+
 const char *report_str(const cJSON *o, const char *key)
 {
     const cJSON *x = cJSON_GetObjectItem(o, key);

@@ -86,7 +86,7 @@ static void chart_layers(FILE *f, const cJSON *r)
     cJSON_ArrayForEach(layer, layers) {
         double h = report_num(layer, "hits"), m = report_num(layer, "misses");
         if (h + m == 0 || !lab || !v) continue;
-        report_layer_label(r, (int)report_num(layer, "layer"), lab[k], sizeof lab[k]);
+        report_layer_label(r, report_layer(layer), lab[k], sizeof lab[k]);
         v[k++] = 100 * h / (h + m);
     }
     if (k) svg_bars(f, "layer_hit_rate", "Expert cache hit rate per layer", lab, v, k, 100, "%", 1);

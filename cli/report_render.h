@@ -9,6 +9,8 @@
 struct cJSON;
 
 double report_num(const struct cJSON *o, const char *key);   /* 0 when absent */
+/* A layer number from a report: -1 when absent, not a number or outside int's range. */
+int report_layer(const struct cJSON *o);
 const char *report_str(const struct cJSON *o, const char *key); /* "" when absent */
 /* Grouped thousands, fixed decimals, never an exponent: "4,730", "0.123". Returns buf. */
 const char *report_fmt(double v, int decimals, char *buf, size_t n);

@@ -17,19 +17,22 @@ typedef struct {
 
 static size_t round64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 
+/* The next piece; with base NULL only the size is counted (no pointer arithmetic on NULL). */
+static void *piece(char *base, size_t *off, size_t bytes)
+{
+    void *p = base ? base + *off : NULL;
+    *off += round64(bytes);
+    return p;
+}
+
 static size_t carve(int heads, int R, int rope, int n_threads, char *base, attention_scratch *s)
 {
     size_t off = 0, parts = (size_t)ATTN_MAX_CHUNKS * heads;
-    s->claimed = (atomic_int *)(base + off);
-    off += round64((size_t)n_threads * sizeof(atomic_int));
-    s->acc = (float *)(base + off);
-    off += round64(parts * R * sizeof(float));
-    s->m = (float *)(base + off);
-    off += round64(parts * sizeof(float));
-    s->l = (float *)(base + off);
-    off += round64(parts * sizeof(float));
-    s->conv = (float *)(base + off);
-    off += round64((size_t)n_threads * ATTN_BLOCK * (R + rope) * sizeof(float));
+    s->claimed = piece(base, &off, (size_t)n_threads * sizeof(atomic_int));
+    s->acc = piece(base, &off, parts * R * sizeof(float));
+    s->m = piece(base, &off, parts * sizeof(float));
+    s->l = piece(base, &off, parts * sizeof(float));
+    s->conv = piece(base, &off, (size_t)n_threads * ATTN_BLOCK * (R + rope) * sizeof(float));
     return off;
 }
 
