@@ -55,7 +55,7 @@ void run_output_start(run_output *out, dsspec *e)
     if (!o->quiet) dsspec_plan_print(dsspec_get_plan(e), stderr);
     tokenizer *tok = dsspec_get_tokenizer(e);
     if (tok && !out->quiet_output && !o->print_ids) {
-        out->stream = tokenizer_stream_create(tok, 1);
+        out->print_text = 1;
         /* A plain -p prompt is echoed so the continuation reads in context (chat prompts are not). */
         if (o->prompt_text && !o->chat_wrap && !o->messages_file) { fputs(o->prompt_text, stdout); fflush(stdout); }
     }
@@ -199,7 +199,7 @@ void run_output_bind(run_output *out, dsspec_generate_params *g, volatile sig_at
 {
     out->stop = stop;
     g->on_token = on_token;
-    g->on_text = out->stream ? on_text : NULL;
+    g->on_text = out->print_text ? on_text : NULL;
     g->on_step = on_step;
     g->on_prefill = on_prefill;
     g->live = &out->live;
@@ -270,7 +270,7 @@ void run_output_finish(run_output *out, dsspec *e)
 {
     run_result *res = out->res;
     progress_end(&out->progress);
-    if (out->stream) fputc('\n', stdout);
+    if (out->print_text) fputc('\n', stdout);
     if (out->o->print_ids && !out->quiet_output) {
         for (int i = 0; i < res->n_tokens; i++) printf(i ? " %d" : "%d", res->tokens[i]);
         printf("\n");
@@ -292,7 +292,6 @@ void run_output_close(run_output *out)
     if (out->trace) fclose(out->trace);
     for (int i = 0; i < out->trace_cap; i++) cJSON_Delete(out->trace_rows[i]);
     free(out->trace_rows);
-    tokenizer_stream_free(out->stream);
 }
 
 /* At most max bytes of s, cut back to a UTF-8 character boundary. */

@@ -15,7 +15,7 @@ typedef struct {
     int quiet_output;
     dsspec *e;
     run_result *res;
-    tokenizer_stream *stream;
+    int print_text;                /* the generated text goes to stdout (on_text), not ids */
     FILE *telemetry, *trace;
     struct cJSON **trace_rows;     /* per batch row, the trace line being built */
     int trace_cap, last_moe_layer;
@@ -32,7 +32,7 @@ typedef struct {
 /* Opens the telemetry and trace files and checks that the report can be written, before any model
  * loads. 0, or -1 with err naming the flag and path. */
 int run_output_open(run_output *out, const run_options *o, int quiet_output, run_result *res, char *err, size_t errlen);
-/* Once the engine is open and the prompt known: prints the plan, starts the text stream and clock. */
+/* Once the engine is open and the prompt known: prints the plan, decides whether text is printed, starts the clock. */
 void run_output_start(run_output *out, dsspec *e);
 /* Points the generation's callbacks at out; generation stops when *stop becomes non-zero. */
 void run_output_bind(run_output *out, dsspec_generate_params *g, volatile sig_atomic_t *stop);
