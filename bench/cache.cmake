@@ -4,3 +4,6 @@ target_link_libraries(cache_gen_trace PRIVATE PkgConfig::CJSON m)
 add_executable(bench_cache_curve ${CMAKE_SOURCE_DIR}/bench/cache/bench_cache_curve.c ${CMAKE_SOURCE_DIR}/bench/cache/synth_trace.c)
 target_compile_definitions(bench_cache_curve PRIVATE DSSPEC_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 target_link_libraries(bench_cache_curve PRIVATE dsspec_cache m)
+# Candidate policies (prototypes) beside the live LFU and OPT on the same traces.
+add_executable(bench_policy_lab ${CMAKE_SOURCE_DIR}/bench/cache/bench_policy_lab.c)
+target_link_libraries(bench_policy_lab PRIVATE dsspec_cache m)
