@@ -18,6 +18,7 @@ typedef struct {
     int key;               /* -1 when free */
     uint8_t state;
     uint8_t prefetched;    /* read on a guess and not requested yet */
+    uint8_t drop_on_land;  /* a wrong guess still loading: freed when its read lands */
     int pins;
     uint64_t issued_ns, landed_ns; /* landed_ns: 0 while loading */
 } slot_info;
@@ -172,6 +173,16 @@ static void slot_clear(expert_cache *c, int s)
     c->free_slot[c->n_free++] = s;
 }
 
+/* A wrong guess gives its slot back (or will, once its read lands): a free slot is the cheapest
+ * room for the next read, where keeping the guess would make the policy evict something it chose
+ * to keep. */
+static void drop_guess(expert_cache *c, int s)
+{
+    if (c->slot[s].state == SLOT_LOADING) { c->slot[s].drop_on_land = 1; return; }
+    cache_policy_remove(c->policy, c->slot[s].key);
+    slot_clear(c, s);
+}
+
 /* The slot for a key the policy has just admitted: the victim's, or a free one. */
 static int slot_take(expert_cache *c, int victim)
 {
@@ -253,6 +264,7 @@ static int reap(expert_cache *c, int min_complete)
         int layer = key / c->n_experts;
         cache_counters_completed(&c->stats, layer, payload_bytes(c->ck, layer, key % c->n_experts),
                                  now - c->slot[s].issued_ns);
+        if (c->slot[s].drop_on_land && c->slot[s].pins == 0 && c->want_state[key] == WANT_NONE) drop_guess(c, s);
     }
     return got;
 }
@@ -292,6 +304,7 @@ static void request_key(expert_cache *c, int key)
     int s = c->slot_of_key[key];
     cache_counters_request(&c->stats, key / c->n_experts, s >= 0);
     if (s < 0) return;
+    c->slot[s].drop_on_land = 0;
     if (c->slot[s].prefetched) {
         prefetch_settle(c, &c->slot[s], 1);
         cache_policy_prefetch_used(c->policy, key);
@@ -300,13 +313,15 @@ static void request_key(expert_cache *c, int key)
     }
 }
 
-/* Guesses for this layer that it did not ask for were wrong: they become ordinary entries. */
+/* Guesses for this layer that it did not ask for were wrong: settled as wasted and dropped. */
 static void settle_layer_guesses(expert_cache *c, int layer)
 {
     for (int e = 0; e < c->n_experts; e++) {
         int s = c->slot_of_key[layer * c->n_experts + e];
-        if (s >= 0 && c->slot[s].prefetched && c->want_state[c->slot[s].key] == WANT_NONE)
+        if (s >= 0 && c->slot[s].prefetched && c->want_state[c->slot[s].key] == WANT_NONE) {
             prefetch_settle(c, &c->slot[s], 0);
+            if (c->slot[s].pins == 0) drop_guess(c, s);
+        }
     }
 }
 

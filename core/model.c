@@ -183,22 +183,31 @@ static void swiglu(model *m, const matrix *gate, const matrix *up, const matrix 
     matvec(m->pool, down, act, nb, out);
 }
 
-/* Predict layer l+1's experts from layer l's residual stream (after its attention), normalized
- * as layer l+1 will normalize its own: the stream changes little per layer, so the next router
- * applied now is a cheap, good guess to prefetch while layer l's experts compute. */
-static void prefetch_next_layer(model *m, int layer, const float *resid, int nb, expert_provider *ep)
+/* Predict the experts of layers l+1 .. l+depth from layer l's residual stream, normalized as each
+ * of those layers will normalize its own: the stream changes little per layer, so a later layer's
+ * router applied now is a cheap guess to read while layer l's experts compute. Each layer's guesses
+ * go out most confident first (router_rank), the rows interleaved rank by rank, and nearer layers
+ * first: their reads are needed sooner. The cache drops guesses it already holds. */
+static void prefetch_ahead(model *m, int layer, const float *resid, int nb, expert_provider *ep, const forward_request *req)
 {
-    int next = layer + 1;
-    if (next >= m->cfg.num_hidden_layers || !m->layers[next].is_moe || !ep->prefetch) return;
-    const layer_weights *nl = &m->layers[next];
     scratch *s = &m->scratch;
-    int E = m->cfg.n_routed_experts, k = m->router.top_k;
-    float w[MODEL_MAX_EXPERTS_PER_TOK];
-    rmsnorm_rows(resid, nl->post_norm, m->cfg.hidden_size, m->cfg.rms_norm_eps, nb, s->prefetch_xn);
-    matvec(m->pool, &nl->router, s->prefetch_xn, nb, s->prefetch_logits);
-    for (int b = 0; b < nb; b++)
-        router_select(&m->router, s->prefetch_logits + (size_t)b * E, nl->router_bias, s->guess + b * k, w, s->router_scratch);
-    ep->prefetch(ep->self, next, s->guess, nb * k);
+    int E = m->cfg.n_routed_experts, per_row = req->prefetch_guesses > 0 ? req->prefetch_guesses : m->router.top_k;
+    if (per_row > E) per_row = E;
+    for (int d = 1; d <= req->prefetch && ep->prefetch; d++) {
+        int next = layer + d;
+        if (next >= m->cfg.num_hidden_layers) return;
+        const layer_weights *nl = &m->layers[next];
+        if (!nl->is_moe) continue;
+        rmsnorm_rows(resid, nl->post_norm, m->cfg.hidden_size, m->cfg.rms_norm_eps, nb, s->prefetch_xn);
+        matvec(m->pool, &nl->router, s->prefetch_xn, nb, s->prefetch_logits);
+        for (int b = 0; b < nb; b++)
+            router_rank(&m->router, s->prefetch_logits + (size_t)b * E, nl->router_bias, s->guess + (size_t)b * E, per_row,
+                        s->router_scratch);
+        int n = 0;
+        for (int r = 0; r < per_row; r++)
+            for (int b = 0; b < nb; b++) s->uni_guess[n++] = s->guess[(size_t)b * E + r];
+        ep->prefetch(ep->self, next, s->uni_guess, n);
+    }
 }
 
 /* Each row's experts and weights into scratch.routes (reported to on_route); the distinct experts
@@ -281,7 +290,7 @@ static int moe(model *m, int layer, const float *xn, const float *resid, int nb,
     int H = m->cfg.hidden_size, k = m->router.top_k;
     int nu = route_rows(m, layer, xn, nb, req);
     ep->want(ep->self, layer, s->uni, nu);
-    if (req && req->prefetch) prefetch_next_layer(m, layer, resid, nb, ep);
+    if (req && req->prefetch > 0) prefetch_ahead(m, layer, resid, nb, ep, req);
     if (routed_experts(m, layer, xn, nb, nu, ep, err, errlen)) return -1;
     swiglu(m, &lw->gate, &lw->up, &lw->down, xn, nb, out); /* the shared expert */
     for (int b = 0; b < nb; b++)
@@ -313,7 +322,7 @@ static int decoder_layer(model *m, int layer, kv_cache *kv, expert_provider *ep,
     } else {
         /* A dense layer just before a MoE layer still gets that layer's experts read in while its
          * own MLP computes (R1's layer 2 -> 3). */
-        if (req && req->prefetch) prefetch_next_layer(m, layer, x, nb, ep);
+        if (req && req->prefetch > 0) prefetch_ahead(m, layer, x, nb, ep, req);
         swiglu(m, &lw->gate, &lw->up, &lw->down, xn, nb, y);
     }
     add_into(x, y, (size_t)nb * H);

@@ -61,7 +61,9 @@ typedef struct {
     int logits_from;
     route_observer on_route;
     void *route_ctx;
-    int prefetch;          /* 1: apply layer l+1's router early and hand its guess to ep->prefetch */
+    int prefetch;          /* d >= 1: apply layers l+1..l+d's routers to layer l's residual and hand their
+                            * guesses to ep->prefetch; 0: off */
+    int prefetch_guesses;  /* guesses per row and layer, most confident first; 0: the router's top_k */
 } forward_request;
 
 /* Rows tokens[0..nb) at positions pos[0..nb) (each row attends to positions 0..pos[b] of kv, rows of

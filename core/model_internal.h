@@ -51,7 +51,8 @@ typedef struct {
     int *rows_of, *slot_of;     /* [rows] where each gathered row's result goes */
     float *prefetch_xn;         /* [rows][H] */
     float *prefetch_logits;     /* [rows][E] */
-    int *guess;                 /* [rows * k] next layer's predicted experts */
+    int *guess;                 /* [rows][E] a later layer's experts, most likely first */
+    int *uni_guess;             /* [rows * E] the rows' guesses interleaved rank by rank */
     uint16_t *embed_row;        /* [H] one BF16 embedding row as read */
     mtp_buffers mtp;            /* [rows][H], [rows][2H], [rows][H]; NULL without an MTP layer */
 } scratch;

@@ -49,7 +49,8 @@ static size_t carve(const model *m, int rows, char *base, scratch *s)
     TAKE(slot_of, n);
     TAKE(prefetch_xn, n * H);
     TAKE(prefetch_logits, n * E);
-    TAKE(guess, n * k);
+    TAKE(guess, n * E);
+    TAKE(uni_guess, n * E);
     TAKE(embed_row, H);
     if (m->has_mtp) {
         TAKE(mtp.emb, n * H);

@@ -17,4 +17,8 @@ typedef struct {
 void router_select(const router_params *p, const float *logits, const float *bias, int *ids, float *weights,
                    float *scratch);
 
+/* logits[n_experts] -> ids[n_out] (n_out <= n_experts): every expert in the router's order of
+ * preference, most confident first; the first top_k are router_select's set. scratch: n_experts floats. */
+void router_rank(const router_params *p, const float *logits, const float *bias, int *ids, int n_out, float *scratch);
+
 #endif

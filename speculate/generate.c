@@ -95,7 +95,8 @@ static int prefill_chunk(decoder *d, const int *prompt, int start, int nb, int *
     int n = d->n_prompt, last_chunk = start + nb == n;
     for (int b = 0; b < nb; b++) pos[b] = start + b;
     forward_request req = {.hidden = d->hidden, .logits = last_chunk ? d->logits : NULL, .logits_from = nb - 1,
-                           .on_route = o->on_route, .route_ctx = o->route_ctx, .prefetch = o->prefetch};
+                           .on_route = o->on_route, .route_ctx = o->route_ctx, .prefetch = o->prefetch,
+                           .prefetch_guesses = o->prefetch_guesses};
     if (model_forward(d->m, d->kv, d->ep, prompt + start, pos, nb, &req, d->err, d->errlen)) return -1;
     int known = last_chunk ? nb - 1 : nb; /* the last prompt row waits for the sampled token */
     if (o->mtp && known > 0 &&
@@ -162,7 +163,8 @@ static int main_pass(decoder *d, const int *rows, int nb, ewma *cost)
 {
     int pos[2] = {d->len, d->len + 1};
     forward_request req = {.hidden = d->hidden, .logits = d->logits, .on_route = d->o->on_route,
-                           .route_ctx = d->o->route_ctx, .prefetch = d->o->prefetch};
+                           .route_ctx = d->o->route_ctx, .prefetch = d->o->prefetch,
+                           .prefetch_guesses = d->o->prefetch_guesses};
     double t = now_seconds();
     if (model_forward(d->m, d->kv, d->ep, rows, pos, nb, &req, d->err, d->errlen)) return -1;
     ewma_add(cost, now_seconds() - t);

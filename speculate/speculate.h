@@ -53,7 +53,8 @@ typedef struct {
     int eos_id;              /* stop at this token (-1: never) */
     int ctx;                 /* KV capacity in positions */
     int prefill_chunk;       /* prompt rows per prefill pass */
-    int prefetch;            /* router-lookahead prefetch on/off */
+    int prefetch;            /* router-lookahead prefetch: layers ahead to guess, 0 off */
+    int prefetch_guesses;    /* guesses per row and layer; 0: the router's top_k */
     int kv_bf16;             /* latent KV cache in BF16 instead of F32 */
     sampler *sampler;
     void (*on_token)(void *ctx, int token);      /* every generated token, in order */
