@@ -104,7 +104,10 @@ expert_cache *expert_cache_create(const checkpoint *ck, expert_reader *reader, i
     c->policy_kind = policy;
     c->cur_layer = -1;
     c->failed_key = -1;
-    c->prefetch_cap = n_slots / 4 > 1 ? n_slots / 4 : 1;
+    /* Half: on the embedded model (bench/cache/prefetch_sweep.sh) a quarter starved two-layer
+     * lookahead in small caches (recall 6% vs 13% at 7 slots), and no cap at all let a prefill
+     * pass's many rows of guesses flush the whole cache. */
+    c->prefetch_cap = n_slots / 2 > 1 ? n_slots / 2 : 1;
     if (slot_arena_init(&c->arena, n_slots, expert_reader_slot_bytes(reader), err, errlen) < 0) { free(c); return NULL; }
     if (alloc_tables(c, n_slots, policy) < 0) {
         snprintf(err, errlen, "expert cache: out of memory for %d slots", n_slots);

@@ -127,10 +127,12 @@ int expert_cache_acquire_any(void *cache, int layer, const int *experts, int n, 
                              expert_weights *out);
 /* Unpins; the slot may then take the layer's next pending read. */
 void expert_cache_release(void *cache, int layer, int expert);
-/* A guess for a later layer: reads start into free slots, or over the policy's victim when it ranks
- * no higher than the guess; at most a quarter of the slots hold unused guesses, and nothing is
- * guessed while the current layer still waits for a slot or the reader's queue is full. Never
- * pins. Whether to guess at all is the caller's choice (forward_request.prefetch). */
+/* A guess for a later layer: reads start, in the order given (most confident first), into free
+ * slots, or over the policy's victim when it ranks no higher than the guess; at most half of the
+ * slots hold unused guesses, and nothing is guessed while the current layer still waits for a slot
+ * or the reader's queue is full. Never pins. When the guessed layer comes and does not ask for the
+ * expert, the guess is wasted and its slot is freed (once its read has landed). Whether to guess
+ * at all is the caller's choice (forward_request.prefetch). */
 void expert_cache_prefetch(void *cache, int layer, const int *experts, int n);
 /* The last error line (empty when none). */
 const char *expert_cache_error(void *cache);
