@@ -75,7 +75,7 @@ const flag *run_flags(run_options *o, int *n)
         {FLAG_DOUBLE, "--cache-gib", "G", &e->cache_gib, 1e-6, 1e6, .help = "expert cache size in GiB (default: what the budget leaves)"},
         {FLAG_STRING, "--cache-policy", "P", &o->policy, .help = "lfu | lru | arc (default lfu)"},
         {FLAG_CUSTOM, "--prefetch", "on|off", &e->prefetch, .parse = flag_parse_on_off, .help = "router-lookahead prefetch of later layers' experts (default on)"},
-        {FLAG_INT, "--prefetch-depth", "N", &e->prefetch_depth, 1, 8, .help = "layers ahead the lookahead guesses, each from the current layer's residual (default 2)"},
+        {FLAG_INT, "--prefetch-depth", "N", &e->prefetch_depth, 1, 8, .help = "layers ahead the lookahead guesses, each from the current layer's residual (default 1: two layers catch more misses but read more unused guesses; bench/cache/prefetch_sweep.sh)"},
         {FLAG_INT, "--prefetch-guesses", "N", &e->prefetch_guesses, 0, 1 << 16, .help = "guesses per row and layer ahead, most confident first (default 0: the router's top-k)"},
         {FLAG_STRING, "--io", "auto|uring|pread", &o->io, .help = "expert read backend (default auto: io_uring + O_DIRECT, else pread)"},
         {FLAG_INT, "--queue-depth", "N", &e->queue_depth, 1, 4096, .help = "expert reads in flight at most (default 16)"},

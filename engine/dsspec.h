@@ -69,7 +69,7 @@ typedef struct {
     double cache_gib;            /* expert cache size; 0: what the budget leaves */
     dsspec_cache_policy policy;
     int prefetch;                /* router-lookahead prefetch of later layers' experts */
-    int prefetch_depth;          /* layers ahead to guess, >= 1 (default 2) */
+    int prefetch_depth;          /* layers ahead to guess, >= 1 (default 1) */
     int prefetch_guesses;        /* guesses per row and layer, most confident first; 0: the router's top_k */
     dsspec_io_backend io;
     int queue_depth;             /* expert reads in flight at most */

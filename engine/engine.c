@@ -12,7 +12,7 @@ void dsspec_options_default(dsspec_options *o)
     o->mtp = -1;
     o->policy = DSSPEC_POLICY_LFU;
     o->prefetch = 1;
-    o->prefetch_depth = 2;
+    o->prefetch_depth = 1;
     o->io = DSSPEC_IO_AUTO;
     o->queue_depth = 16;
     o->ctx = 0;      /* engine_default_ctx (engine/plan.c) */

@@ -7,6 +7,7 @@
  * usage: test_cache_live WORKDIR   (where the synthetic shard is written) */
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 #include <cjson/cJSON.h>
 #include "cache/expert_cache.h"
 #include "tests/test_cache_check.h"
@@ -432,6 +433,47 @@ static void test_prefetch_accounting(void)
     rig_free(&r);
 }
 
+/* A wrong guess gives its slot back once its read has landed: asked for later, it is a miss that
+ * needs no eviction (kept, it would have been a hit on a slot the policy never chose). Worked:
+ * 4 slots; layer 0 takes expert 0; guesses 3 and 4 for layer 1 take two more; layer 1 asks for 3
+ * only, so 4 is wasted and freed; then 4 itself is a miss read into a free slot. */
+static void test_wrong_guess_freed(void)
+{
+    rig r;
+    rig_init(&r, 3, 8, 4, 8, IO_BACKEND_AUTO, CACHE_POLICY_LFU, 7);
+    if (!r.cache) { rig_free(&r); return; }
+    int l0 = 0, n = 1;
+    r.p.want(r.p.self, 0, &l0, 1);
+    rig_acquire(&r, 0, &l0, &n);
+    rig_release(&r, 0);
+    int guess[2] = {3, 4};
+    r.p.prefetch(r.p.self, 1, guess, 2);
+    int l1 = 3;
+    n = 1;
+    r.p.want(r.p.self, 1, &l1, 1);
+    rig_acquire(&r, 1, &l1, &n);
+    rig_release(&r, 0);
+    /* let every read land (the wrong guess may still have been loading when layer 1 came) */
+    for (int spin = 0; spin < 20000 && expert_reader_inflight(r.reader) > 0; spin++) {
+        r.p.want(r.p.self, 2, NULL, 0);
+        usleep(100);
+    }
+    int again = 4;
+    n = 1;
+    r.p.want(r.p.self, 1, &again, 1);
+    CHECK(rig_acquire(&r, 1, &again, &n) == 0, "acquire: %s", r.p.error(r.p.self));
+    rig_release(&r, 0);
+    expert_cache_stats s;
+    expert_cache_stats_get(r.cache, &s);
+    CHECK(s.prefetch_issued == 2 && s.prefetch_used == 1 && s.prefetch_wasted == 1, "prefetch %llu/%llu/%llu",
+          (unsigned long long)s.prefetch_issued, (unsigned long long)s.prefetch_used, (unsigned long long)s.prefetch_wasted);
+    CHECK(s.layer[1].hits == 1 && s.layer[1].misses == 1, "expert 4 after its wasted guess: layer 1 hits %llu misses %llu",
+          (unsigned long long)s.layer[1].hits, (unsigned long long)s.layer[1].misses);
+    CHECK(s.evictions == 0, "the freed slot took it: evictions %llu", (unsigned long long)s.evictions);
+    expert_cache_stats_release(&s);
+    rig_free(&r);
+}
+
 static void test_small_functions(void)
 {
     CHECK(expert_cache_min_slots(8, 2) == 16 && expert_cache_min_slots(8, 1) == 8, "min slots");
@@ -477,6 +519,7 @@ int main(int argc, char **argv)
     test_all_pinned();
     test_read_error();
     test_prefetch_accounting();
+    test_wrong_guess_freed();
     test_small_functions();
     return check_report("test_cache_live");
 }

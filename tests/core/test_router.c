@@ -72,6 +72,18 @@ int main(void)
     CHECK_IDS(ids, 3, 0, 3, 7);
     CHECK_NEAR(w[2], sig(3) / (sig(3) + sig(2) + sig(1)));
 
+    /* 7. router_rank continues router_select's order past top_k, case 1's logits: kept groups g2, g3
+     *    by choice: 7 (.881), 4 and 5 (.731, lower id first), 6 (.269); then the dropped groups:
+     *    2 (.953), 0 and 1 (.5), 3 (.047). Its first top_k (7, 4) are router_select's set {4, 7}. */
+    int order[8];
+    float rank_scratch[64];
+    router_rank(&p, l1, zero, order, 8, rank_scratch);
+    CHECK_IDS(order, 8, 7, 4, 5, 6, 2, 0, 1, 3);
+    /* with case 2's bias (choice 6 = 1.269, groups g3 then g2): 6, 7, 4, 5, then 2, 0, 1, 3; n_out 3 */
+    int first3[3];
+    router_rank(&p, l1, b2, first3, 3, rank_scratch);
+    CHECK_IDS(first3, 3, 6, 7, 4);
+
     printf("%s\n", test_failures ? "FAILED" : "router: all hand-worked cases pass");
     return test_failures ? 1 : 0;
 }
