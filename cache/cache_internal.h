@@ -22,7 +22,7 @@ typedef struct {
     int n_layers;
     cache_layer_stats *layer;
     uint64_t hits, misses, bytes_read, reads_completed, read_errors, evictions;
-    uint64_t prefetch_issued, prefetch_used, prefetch_wasted, prefetch_ahead_ns;
+    uint64_t prefetch_issued, prefetch_used, prefetch_wasted, prefetch_ahead_ns, prefetch_guessed_missed;
     uint64_t stall_ns;
     int max_inflight;
     uint64_t inflight_sum, inflight_samples;
@@ -38,6 +38,8 @@ void cache_counters_completed(cache_counters *s, int layer, uint64_t bytes, uint
  * request; or wasted). */
 void cache_counters_prefetch_issued(cache_counters *s, int layer);
 void cache_counters_prefetch_settled(cache_counters *s, int layer, int used, uint64_t ahead_ns);
+/* A miss of an expert the lookahead guessed but the cache did not read. */
+void cache_counters_guessed_missed(cache_counters *s, int layer);
 uint64_t cache_now_ns(void);
 int cache_counters_snapshot(const cache_counters *s, expert_cache_stats *out);
 

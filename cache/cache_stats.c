@@ -56,6 +56,12 @@ void cache_counters_prefetch_settled(cache_counters *s, int layer, int used, uin
     }
 }
 
+void cache_counters_guessed_missed(cache_counters *s, int layer)
+{
+    s->prefetch_guessed_missed++;
+    s->layer[layer].prefetch_guessed_missed++;
+}
+
 static int log2_bucket(uint64_t ns)
 {
     int b = 0;
@@ -97,6 +103,7 @@ int cache_counters_snapshot(const cache_counters *s, expert_cache_stats *out)
     out->evictions = s->evictions;
     out->prefetch_issued = s->prefetch_issued; out->prefetch_used = s->prefetch_used;
     out->prefetch_wasted = s->prefetch_wasted;
+    out->prefetch_guessed_missed = s->prefetch_guessed_missed;
     out->prefetch_ahead_ns = s->prefetch_ahead_ns;
     out->stall_ns = s->stall_ns;
     out->max_inflight = s->max_inflight;
@@ -117,9 +124,13 @@ void expert_cache_stats_release(expert_cache_stats *s)
 
 static double ratio(uint64_t a, uint64_t b) { return b ? (double)a / (double)b : 0.0; }
 
-/* recall: share of would-be misses a guess caught; wasted per useful read; read time ahead. */
-static void add_prefetch_quality(cJSON *o, uint64_t issued, uint64_t used, uint64_t wasted, uint64_t misses, uint64_t ahead_ns)
+/* recall: share of would-be misses a guess caught; wasted per useful read; read time ahead; the
+ * recall the guesses would have had with room to read every one of them. */
+static void add_prefetch_quality(cJSON *o, uint64_t issued, uint64_t used, uint64_t wasted, uint64_t misses, uint64_t ahead_ns,
+                                 uint64_t guessed_missed)
 {
+    cJSON_AddNumberToObject(o, "guessed_not_read", (double)guessed_missed);
+    cJSON_AddNumberToObject(o, "guess_recall", ratio(used + guessed_missed, used + misses));
     cJSON_AddNumberToObject(o, "issued", (double)issued);
     cJSON_AddNumberToObject(o, "used", (double)used);
     cJSON_AddNumberToObject(o, "wasted", (double)wasted);
@@ -150,7 +161,8 @@ cJSON *expert_cache_stats_json(const expert_cache_stats *s)
     cJSON_AddNumberToObject(o, "read_latency_p99_ns", (double)s->latency_p99_ns);
     cJSON *pf = cJSON_AddObjectToObject(o, "prefetch");
     if (pf) {
-        add_prefetch_quality(pf, s->prefetch_issued, s->prefetch_used, s->prefetch_wasted, s->misses, s->prefetch_ahead_ns);
+        add_prefetch_quality(pf, s->prefetch_issued, s->prefetch_used, s->prefetch_wasted, s->misses, s->prefetch_ahead_ns,
+                             s->prefetch_guessed_missed);
     }
     /* log2 buckets: hist[b] counts reads of [2^b, 2^(b+1)) ns; trailing zeros trimmed */
     int last = CACHE_LATENCY_BUCKETS - 1;
@@ -168,7 +180,8 @@ cJSON *expert_cache_stats_json(const expert_cache_stats *s)
         cJSON_AddNumberToObject(lo, "misses", (double)ls->misses);
         cJSON_AddNumberToObject(lo, "bytes_read", (double)ls->bytes_read);
         cJSON *lp = cJSON_AddObjectToObject(lo, "prefetch");
-        if (lp) add_prefetch_quality(lp, ls->prefetch_issued, ls->prefetch_used, ls->prefetch_wasted, ls->misses, ls->prefetch_ahead_ns);
+        if (lp) add_prefetch_quality(lp, ls->prefetch_issued, ls->prefetch_used, ls->prefetch_wasted, ls->misses, ls->prefetch_ahead_ns,
+                                     ls->prefetch_guessed_missed);
         cJSON_AddItemToArray(layers, lo);
     }
     return o;

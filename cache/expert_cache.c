@@ -37,6 +37,7 @@ struct expert_cache {
     uint8_t *want_state;   /* [n_keys], only keys of cur_layer are ever non-NONE */
     int *want_key, n_want;
     int prefetch_cap, prefetch_outstanding;
+    uint8_t *guessed;      /* [n_keys] guessed and not read, until its layer comes (telemetry) */
     int failed_key;        /* a wanted key whose read failed, -1 */
     cache_counters stats;
     char err[512];
@@ -68,8 +69,9 @@ static int alloc_tables(expert_cache *c, int n_slots, cache_policy_kind policy)
     c->slot_of_key = malloc(sizeof(int) * (size_t)c->n_keys);
     c->want_state = calloc((size_t)c->n_keys, 1);
     c->want_key = malloc(sizeof(int) * (size_t)c->n_keys);
+    c->guessed = calloc((size_t)c->n_keys, 1);
     c->policy = cache_policy_create(policy, c->n_keys, n_slots, 0);
-    if (!c->slot || !c->free_slot || !c->slot_of_key || !c->want_state || !c->want_key || !c->policy ||
+    if (!c->slot || !c->free_slot || !c->slot_of_key || !c->want_state || !c->want_key || !c->guessed || !c->policy ||
         cache_counters_init(&c->stats, c->n_layers) < 0)
         return -1;
     for (int k = 0; k < c->n_keys; k++) c->slot_of_key[k] = -1;
@@ -136,7 +138,7 @@ void expert_cache_free(expert_cache *c)
     cache_policy_free(c->policy);
     slot_arena_release(&c->arena);
     cache_counters_release(&c->stats);
-    free(c->slot); free(c->free_slot); free(c->slot_of_key); free(c->want_state); free(c->want_key);
+    free(c->slot); free(c->free_slot); free(c->slot_of_key); free(c->want_state); free(c->want_key); free(c->guessed);
     free(c);
 }
 
@@ -306,6 +308,8 @@ static void request_key(expert_cache *c, int key)
     c->want_key[c->n_want++] = key;
     int s = c->slot_of_key[key];
     cache_counters_request(&c->stats, key / c->n_experts, s >= 0);
+    if (s < 0 && c->guessed[key]) cache_counters_guessed_missed(&c->stats, key / c->n_experts);
+    c->guessed[key] = 0;
     if (s < 0) return;
     c->slot[s].drop_on_land = 0;
     if (c->slot[s].prefetched) {
@@ -321,6 +325,7 @@ static void settle_layer_guesses(expert_cache *c, int layer)
 {
     for (int e = 0; e < c->n_experts; e++) {
         int s = c->slot_of_key[layer * c->n_experts + e];
+        c->guessed[layer * c->n_experts + e] = 0;
         if (s >= 0 && c->slot[s].prefetched && c->want_state[c->slot[s].key] == WANT_NONE) {
             prefetch_settle(c, &c->slot[s], 0);
             if (c->slot[s].pins == 0) drop_guess(c, s);
@@ -420,6 +425,10 @@ static int layer_has_pending(const expert_cache *c)
 void expert_cache_prefetch(void *cache, int layer, const int *experts, int n)
 {
     expert_cache *c = cache;
+    for (int i = 0; i < n; i++) {
+        int k = key_of(c, layer, experts[i]);
+        if (k >= 0 && c->slot_of_key[k] < 0) c->guessed[k] = 1; /* cleared when its layer comes */
+    }
     if (reap(c, 0) < 0 || layer_has_pending(c)) return;
     for (int i = 0; i < n && c->prefetch_outstanding < c->prefetch_cap; i++) {
         int k = key_of(c, layer, experts[i]), victim;

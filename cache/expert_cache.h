@@ -145,10 +145,12 @@ enum { CACHE_LATENCY_BUCKETS = 48 }; /* bucket b counts reads of [2^b, 2^(b+1)) 
  * "would-be misses" are misses + prefetch_used, so prefetch recall = used / (used + misses).
  * prefetch_ahead_ns sums, over used guesses, how much of their read was done before the request
  * (the whole read when it had landed): the stall a demand read at that moment would have had to
- * cover at most. */
+ * cover at most. prefetch_guessed_missed counts misses of an expert the lookahead did guess but the
+ * cache did not read (no room, a full queue, the layer still waiting, or the policy ranking its
+ * victim higher): (used + guessed_missed) / (used + misses) is the recall with unlimited room. */
 typedef struct {
     uint64_t hits, misses, bytes_read;
-    uint64_t prefetch_issued, prefetch_used, prefetch_wasted, prefetch_ahead_ns;
+    uint64_t prefetch_issued, prefetch_used, prefetch_wasted, prefetch_ahead_ns, prefetch_guessed_missed;
 } cache_layer_stats;
 
 typedef struct {
@@ -156,7 +158,7 @@ typedef struct {
     int n_slots, n_layers;
     size_t slot_bytes;
     uint64_t hits, misses, bytes_read, reads_completed, read_errors, evictions;
-    uint64_t prefetch_issued, prefetch_used, prefetch_wasted;
+    uint64_t prefetch_issued, prefetch_used, prefetch_wasted, prefetch_guessed_missed;
     uint64_t prefetch_ahead_ns;    /* sum of the layers' prefetch_ahead_ns */
     uint64_t stall_ns;             /* time acquire_any waited for a read with nothing ready */
     int max_inflight;

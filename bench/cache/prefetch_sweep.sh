@@ -3,7 +3,8 @@
 # cache sizes, lookahead depths and guesses per layer, one greedy run each (deterministic: the same
 # tokens and, with one thread, the same requests every time; the counts are not timings).
 # usage: bench/cache/prefetch_sweep.sh [BUILD_DIR] [TOKENS] [SLOTS...]
-# recall = would-be misses a guess caught = used / (used + misses); waste = wasted / used.
+# recall = would-be misses a guess caught = used / (used + misses); waste = wasted / used;
+# ceiling = the recall had every guess been read (guessed misses counted as caught).
 set -eu
 build=${1:-build}
 tokens=${2:-400}
@@ -13,7 +14,7 @@ prompt='def quicksort(arr):'
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 slot_bytes=81920 # one expert of the embedded model, 4 KiB-widened pieces (the plan prints it)
-printf '%5s %5s %7s | %6s %6s | %6s %6s %6s | %6s %5s\n' slots depth guesses hit% misses issued used wasted recall waste
+printf '%5s %5s %7s | %6s %6s | %6s %6s %6s | %6s %5s %7s\n' slots depth guesses hit% misses issued used wasted recall waste ceiling
 for s in $slots; do
   gib=$(awk -v s="$s" -v b="$slot_bytes" 'BEGIN { printf "%.9f", (s * b + 1024) / 1073741824 }')
   for cfg in "off 0 0" "on 1 0" "on 1 2" "on 1 4" "on 1 8" "on 1 12" "on 2 0" "on 2 2" "on 2 4" "on 2 8" "on 2 12"; do
@@ -29,8 +30,8 @@ p = c["prefetch"]
 used, wasted, miss = p["used"], p["wasted"], c["misses"]
 recall = used / (used + miss) if used + miss else 0
 waste = wasted / used if used else float("nan")
-print("%5s %5s %7s | %5.1f%% %6d | %6d %6d %6d | %5.1f%% %5.2f" % (c["slots"], sys.argv[3], sys.argv[4] if sys.argv[4] != "0" else "top-k",
-      100 * c["hit_rate"], miss, p["issued"], used, wasted, 100 * recall, waste))
+print("%5s %5s %7s | %5.1f%% %6d | %6d %6d %6d | %5.1f%% %5.2f %6.1f%%" % (c["slots"], sys.argv[3], sys.argv[4] if sys.argv[4] != "0" else "top-k",
+      100 * c["hit_rate"], miss, p["issued"], used, wasted, 100 * recall, waste, 100 * p["guess_recall"]))
 PY
   done
 done
