@@ -7,3 +7,6 @@ target_link_libraries(bench_cache_curve PRIVATE dsspec_cache m)
 # Candidate policies (prototypes) beside the live LFU and OPT on the same traces.
 add_executable(bench_policy_lab ${CMAKE_SOURCE_DIR}/bench/cache/bench_policy_lab.c)
 target_link_libraries(bench_policy_lab PRIVATE dsspec_cache m)
+# Router-lookahead prefetch replayed on a trace through the live policy code, guesses modelled.
+add_executable(bench_prefetch_sim ${CMAKE_SOURCE_DIR}/bench/cache/bench_prefetch_sim.c)
+target_link_libraries(bench_prefetch_sim PRIVATE dsspec_cache PkgConfig::CJSON)

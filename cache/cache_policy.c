@@ -333,9 +333,13 @@ int cache_policy_prefetch(cache_policy *p, int key, cache_evictable_fn ok, void 
         list_push_head(p, LIST_T1, key);
         break;
     case CACHE_POLICY_LFU:
-        /* a right guess is about to gain one request: evict only a key no more frequent than that */
+        /* a guess takes the slot the next miss would take anyway. Declining guesses whose count is
+         * below the victim's (a cold guess must not push out a warm key) read the same number of
+         * experts and caught fewer misses: on the trace model with modelled guesses at 1.3% of the
+         * keys, recall 56% -> 84% at 0.12 -> 0.20 wasted per useful read, cached hits unchanged
+         * (bench_prefetch_sim); live on the embedded model at 24 slots, misses -24%. */
         if (full(p)) {
-            if ((v = lfu_victim(p, ok, ctx)) < 0 || p->count[v] > p->count[key] + 1) return -1;
+            if ((v = lfu_victim(p, ok, ctx)) < 0) return -1;
             resident_drop(p, v);
         }
         break;

@@ -142,21 +142,25 @@ static void test_evictable_filter(void)
     }
 }
 
-/* Prefetch ranking: LFU declines to push out a key requested more often than the guess; ARC takes
- * only from T1 (seen once), never T2; LRU always takes its oldest. */
+/* Prefetch ranking: LFU's guess takes the victim the next miss would take and, counting no request,
+ * is itself the next victim until used; ARC takes only from T1 (seen once), never T2; LRU always
+ * takes its oldest. */
 static void test_prefetch_ranking(void)
 {
     int v;
     cache_policy *lfu = cache_policy_create(CACHE_POLICY_LFU, 10, 2, NOBIG);
     cache_policy_miss(lfu, 0, NULL, NULL, &v);
-    cache_policy_hit(lfu, 0); cache_policy_hit(lfu, 0);  /* c0 = 3 */
+    cache_policy_hit(lfu, 0); cache_policy_hit(lfu, 0);  /* c0 = 3, last request t3 */
     cache_policy_miss(lfu, 1, NULL, NULL, &v);
-    cache_policy_hit(lfu, 1); cache_policy_hit(lfu, 1);  /* c1 = 3 */
-    CHECK(cache_policy_prefetch(lfu, 5, NULL, NULL, &v) == -1, "lfu: a cold guess evicted a count-3 key");
-    cache_policy_miss(lfu, 6, NULL, NULL, &v);            /* c6 = 1, evicts 0 (3, older) */
-    CHECK(v == 0, "lfu victim %d", v);
+    cache_policy_hit(lfu, 1); cache_policy_hit(lfu, 1);  /* c1 = 3, t6 */
+    /* guess 5: counts tie at 3, the older 0 goes; c5 stays 0 */
+    CHECK(cache_policy_prefetch(lfu, 5, NULL, NULL, &v) == 0 && v == 0, "lfu: guess should take victim 0 (got %d)", v);
+    cache_policy_miss(lfu, 6, NULL, NULL, &v);            /* c6 = 1 (t7): 1 (3) vs the unused guess 5 (0) */
+    CHECK(v == 5, "lfu: the unused guess should go first (got %d)", v);
+    /* guess 5 again: 1 (3, t6) vs 6 (1, t7) -> 6 */
     CHECK(cache_policy_prefetch(lfu, 5, NULL, NULL, &v) == 0 && v == 6, "lfu: guess should replace count-1 key 6 (got %d)", v);
     cache_policy_prefetch_used(lfu, 5);
+    CHECK(cache_policy_contains(lfu, 1) && cache_policy_contains(lfu, 5), "lfu resident set");
     cache_policy_free(lfu);
 
     cache_policy *arc = cache_policy_create(CACHE_POLICY_ARC, 10, 2, 0);
