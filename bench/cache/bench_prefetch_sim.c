@@ -8,7 +8,7 @@
  * next-layer router recall for that layer and genre, from its report.json, or one --recall value),
  * and each miss of it is replaced by an expert the layer did not choose; errors are independent of
  * the expert. That independence is optimistic: on the embedded model, where the live cache
- * measures it, the lookahead's top-k catches 52-58% of would-be misses against 67% of all
+ * measures it, the lookahead's top-k catches 51-58% of would-be misses against 67% of all
  * requests (misses are the rarely chosen experts, which the lookahead also guesses worse).
  * Usage: bench_prefetch_sim [--report report.json --genre G | --recall R] [--guesses N] TRACE... */
 #include <stdlib.h>
