@@ -24,3 +24,5 @@ add_executable(test_cache_reader ${CMAKE_SOURCE_DIR}/tests/test_cache_reader.c)
 target_link_libraries(test_cache_reader PRIVATE dsspec_cache dsspec_io dsspec_core)
 add_test(NAME test_cache_reader COMMAND test_cache_reader ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_r1
          ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_b)
+# The policy lab's prototypes against a hand-worked sequence (its numbers decide what ships).
+add_test(NAME bench_policy_lab_selftest COMMAND bench_policy_lab --selftest)

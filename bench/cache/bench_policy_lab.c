@@ -21,7 +21,7 @@
  *             whole token ahead, 20 layers deeper than any router lookahead: a ceiling);
  *   warm      the live LFU warmed on another trace first (--warm FILE), hits counted on this one:
  *             what a --cache-history warm start would give.
- * Usage: bench_policy_lab [--warm TRACE] [--fast] TRACE... */
+ * Usage: bench_policy_lab [--warm TRACE] [--fast] TRACE...   (--selftest: W-TinyLFU by hand) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,9 +317,9 @@ static int w_access(wtiny *w, int k, int n_keys)
     return 0;
 }
 
-static double wtiny_run(const cache_trace *t, int slots)
+/* hits (optional, n bytes) gets 1/0 per request. */
+static double wtiny_run_keys(const int *keys, size_t n, int K, int slots, uint8_t *hits_out)
 {
-    int K = t->n_layers * t->n_experts;
     wtiny w = {0};
     w.prev = malloc(sizeof(int) * (size_t)K);
     w.next = malloc(sizeof(int) * (size_t)K);
@@ -333,11 +333,40 @@ static double wtiny_run(const cache_trace *t, int slots)
         w.protected_cap = w.main_cap * 4 / 5;
         w.halve_every = (uint64_t)cache_policy_default_lfu_halve_every(K);
         uint64_t hits = 0;
-        for (size_t i = 0; i < t->n; i++) hits += (uint64_t)w_access(&w, t->key[i], K);
-        rate = (double)hits / (double)t->n;
+        for (size_t i = 0; i < n; i++) {
+            int h = w_access(&w, keys[i], K);
+            hits += (uint64_t)h;
+            if (hits_out) hits_out[i] = (uint8_t)h;
+        }
+        rate = (double)hits / (double)n;
     }
     free(w.prev); free(w.next); free(w.where); free(w.freq);
     return rate;
+}
+
+static double wtiny_run(const cache_trace *t, int slots)
+{
+    return wtiny_run_keys(t->key, t->n, t->n_layers * t->n_experts, slots, NULL);
+}
+
+/* W-TinyLFU by hand, 3 slots of 64 keys: window 1, main 2 (protected 1), no halving this short.
+ * A B C A D C B C D A (A=0 .. D=3), counts in brackets:
+ *  A m win[A]   B m win[B], A -> probation (main has room)   C m win[C], B -> probation [B A]
+ *  A H -> protected [A]   D m win[D], C(1) vs probation tail B(1): not more frequent -> C dropped
+ *  C m (2) win[C], D(1) vs B(1) -> D dropped   B H -> protected [B A] over 1 -> A back to probation
+ *  C H (window)   D m (2) win[D], C(3) vs probation tail A(2) -> A evicted, C to probation
+ *  A m                                                                -> mmmHmmHHmm */
+static int selftest(void)
+{
+    int seq[] = {0, 1, 2, 0, 3, 2, 1, 2, 3, 0};
+    uint8_t hit[10];
+    char got[11];
+    wtiny_run_keys(seq, 10, 64, 3, hit);
+    for (int i = 0; i < 10; i++) got[i] = hit[i] ? 'H' : 'm';
+    got[10] = 0;
+    int ok = !strcmp(got, "mmmHmmHHmm");
+    printf("bench_policy_lab selftest: W-TinyLFU %s, expected mmmHmmHHmm: %s\n", got, ok ? "ok" : "FAILED");
+    return ok ? 0 : 1;
 }
 
 /* ------------------------------------------------------------------ the bench */
@@ -457,6 +486,7 @@ int main(int argc, char **argv)
             return 0;
         }
         if (!strcmp(argv[i], "--fast")) { fast = 1; continue; }
+        if (!strcmp(argv[i], "--selftest")) return selftest();
         if (!strcmp(argv[i], "--warm") && i + 1 < argc) {
             cache_trace_free(warm);
             if (!(warm = cache_trace_load(argv[++i], -1, -1, err, sizeof err))) {
