@@ -58,7 +58,15 @@ INLINE void score_tile(int NH, int NT, const float *ql, const float *qr, const f
     for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
     dot_segment(NH, NT, ql, R, lat, R, R, acc);
     dot_segment(NH, NT, qr, rope, kr, rope, rope, acc);
-    _mm512_storeu_ps(out, _mm512_mul_ps(sum16(acc), _mm512_set1_ps(scale)));
+    __m512 sc = _mm512_mul_ps(sum16(acc), _mm512_set1_ps(scale));
+    if (NT == 4) { /* head h's 4 scores are the h-th 128-bit lane */
+        _mm_storeu_ps(s, _mm512_castps512_ps128(sc));
+        if (NH > 1) _mm_storeu_ps(s + ATTN_BLOCK, _mm512_extractf32x4_ps(sc, 1));
+        if (NH > 2) _mm_storeu_ps(s + 2 * ATTN_BLOCK, _mm512_extractf32x4_ps(sc, 2));
+        if (NH > 3) _mm_storeu_ps(s + 3 * ATTN_BLOCK, _mm512_extractf32x4_ps(sc, 3));
+        return;
+    }
+    _mm512_storeu_ps(out, sc);
     for (int h = 0; h < NH; h++)
         for (int t = 0; t < NT; t++) s[h * ATTN_BLOCK + t] = out[h * 4 + t];
 }
