@@ -88,25 +88,29 @@ for r in runs:
     for prev, cur in zip(lines, lines[1:]):
         ctx = prompt + cur["generated"]
         band = max(i for i, b in enumerate(bands) if b <= ctx)
-        a = acc.setdefault(band, [0, 0.0, 0, 0])
-        a[0] += cur["generated"] - prev["generated"]
-        a[1] += cur["elapsed_s"] - prev["elapsed_s"]
+        a = acc.setdefault(band, [0, 0.0, 0, 0, []])
+        dg, dt = cur["generated"] - prev["generated"], cur["elapsed_s"] - prev["elapsed_s"]
+        a[0] += dg
+        a[1] += dt
         a[2] += cur["drafts"] - prev["drafts"]
         a[3] += cur["accepted"] - prev["accepted"]
+        if dg > 0 and dt > 0: a[4].append(dg / dt)
     rows[r] = acc
 def title(r):
     m, t, p = r.split("-")
     return f"MTP {m}, temp {t}" + (f", prompt {p[1:]}" if p != "p0" else "")
-print("decode tok/s (ms/token) | MTP acceptance, by context band (prompt + generated):")
-print(f"{'context':>10}" + "".join(f" | {title(r):>30}" for r in runs))
+print("decode tok/s over the band (ms/token), median of its telemetry intervals' tok/s, MTP acceptance;")
+print("by context band (prompt + generated). On a shared machine the median resists other work's bursts.")
+print(f"{'context':>10}" + "".join(f" | {title(r):>40}" for r in runs))
 for i in range(len(bands) - 1):
     if not any(i in rows[r] for r in runs): continue
     cells = []
     for r in runs:
         a = rows[r].get(i)
-        if not a or a[1] <= 0 or a[0] <= 0: cells.append(f" | {'':>30}"); continue
+        if not a or a[1] <= 0 or len(a[4]) < 2: cells.append(f" | {'':>40}"); continue  # a band needs 2 intervals
         accept = f"{100.0 * a[3] / a[2]:5.1f}%" if a[2] else "    -"
-        cells.append(f" | {a[0] / a[1]:8.1f} tok/s ({1e3 * a[1] / a[0]:8.2f} ms) {accept:>6}")
+        med = sorted(a[4])[len(a[4]) // 2]
+        cells.append(f" | {a[0] / a[1]:8.1f} tok/s ({1e3 * a[1] / a[0]:7.2f} ms) {med:8.1f} {accept:>6}")
     print(f"{label(bands[i], bands[i + 1]):>10}" + "".join(cells))
 for r in runs:
     rep = json.load(open(f"{out}/{r}.json"))
