@@ -58,6 +58,31 @@ prompt_args() {
   echo "--ids" "$(python3 -c "import sys; n=int(sys.argv[1]); print(','.join(str(3 + (i * 7919 + 17) % 3989) for i in range(n)))" "$1")"
 }
 
+# The run's CPU seconds (utime + stime) each time its telemetry's generated count moves, as
+# "generated cpu_s" lines: CPU time per token does not count the time other work holds the cores,
+# so on a shared machine it shows the context's cost where wall-clock tok/s shows the load.
+cpu_sampler() {
+  python3 - "$1" "$2" <<'PY'
+import os, sys, time, json
+pid, tele = sys.argv[1], sys.argv[2]
+tick, last = os.sysconf("SC_CLK_TCK"), -1
+while True:
+    try:
+        with open(f"/proc/{pid}/stat") as f: st = f.read().rsplit(")", 1)[1].split()
+        if st[0] == "Z": break
+        cpu = (int(st[11]) + int(st[12])) / tick
+    except (FileNotFoundError, ProcessLookupError): break
+    try:
+        with open(tele, "rb") as f:
+            f.seek(max(0, os.path.getsize(tele) - 65536))
+            lines = f.read().split(b"\n")
+        gen = next(json.loads(l)["generated"] for l in reversed(lines) if l.endswith(b"}"))
+    except (FileNotFoundError, StopIteration, ValueError): gen = -1
+    if gen != last and gen >= 0: print(gen, cpu, flush=True); last = gen
+    time.sleep(0.01)
+PY
+}
+
 runs=""
 first=${temps%% *}
 for p in $lens; do
@@ -69,7 +94,9 @@ for p in $lens; do
       else [ "$m" = "$mtp" ] || continue; fi
       r="$m-$t-p$p"
       "$dsspec" run "${args[@]}" "$pflag" "$pval" --temp "$t" --mtp "$m" --telemetry "$out/$r.jsonl" \
-        --report "$out/$r.json" >/dev/null
+        --report "$out/$r.json" >/dev/null &
+      cpu_sampler $! "$out/$r.jsonl" >"$out/$r.cpu"
+      wait $!
       runs="$runs $r"
     done
   done
@@ -96,21 +123,28 @@ for r in runs:
         a[3] += cur["accepted"] - prev["accepted"]
         if dg > 0 and dt > 0: a[4].append(dg / dt)
     rows[r] = acc
+    pts = [tuple(map(float, l.split())) for l in open(f"{out}/{r}.cpu")]
+    for (g0, c0), (g1, c1) in zip(pts, pts[1:]):
+        band = max(i for i, b in enumerate(bands) if b <= prompt + g1)
+        if band in acc and g1 > g0: acc[band].append((g1 - g0, c1 - c0))
 def title(r):
     m, t, p = r.split("-")
     return f"MTP {m}, temp {t}" + (f", prompt {p[1:]}" if p != "p0" else "")
-print("decode tok/s over the band (ms/token), median of its telemetry intervals' tok/s, MTP acceptance;")
-print("by context band (prompt + generated). On a shared machine the median resists other work's bursts.")
-print(f"{'context':>10}" + "".join(f" | {title(r):>40}" for r in runs))
+print("decode tok/s over the band (ms/token), median of its telemetry intervals' tok/s, CPU ms/token (all")
+print("threads), MTP acceptance; by context band (prompt + generated). On a shared machine the median")
+print("resists other work's bursts, and CPU time per token does not count the time others hold the cores.")
+print(f"{'context':>10}" + "".join(f" | {title(r):>47}" for r in runs))
 for i in range(len(bands) - 1):
     if not any(i in rows[r] for r in runs): continue
     cells = []
     for r in runs:
         a = rows[r].get(i)
-        if not a or a[1] <= 0 or len(a[4]) < 2: cells.append(f" | {'':>40}"); continue  # a band needs 2 intervals
+        if not a or a[1] <= 0 or len(a[4]) < 2: cells.append(f" | {'':>47}"); continue  # a band needs 2 intervals
         accept = f"{100.0 * a[3] / a[2]:5.1f}%" if a[2] else "    -"
         med = sorted(a[4])[len(a[4]) // 2]
-        cells.append(f" | {a[0] / a[1]:8.1f} tok/s ({1e3 * a[1] / a[0]:7.2f} ms) {med:8.1f} {accept:>6}")
+        cg, cs = sum(x[0] for x in a[5:]), sum(x[1] for x in a[5:])
+        cpu = f"{1e3 * cs / cg:6.2f}" if cg > 0 else "     -"
+        cells.append(f" | {a[0] / a[1]:8.1f} tok/s ({1e3 * a[1] / a[0]:7.2f} ms) {med:8.1f} {cpu} {accept:>6}")
     print(f"{label(bands[i], bands[i + 1]):>10}" + "".join(cells))
 for r in runs:
     rep = json.load(open(f"{out}/{r}.json"))
