@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # A night in miniature: one long generation per temperature and MTP mode, read back from the
 # telemetry stream (one JSON line every --every tokens with elapsed_s, generated, drafts, accepted).
-# Prints decode tok/s, ms per token and MTP acceptance for each context band (the prompt plus what
-# was generated so far), so the curve a night follows is visible: attention grows with the context,
-# the rest of a step does not.
+# Prints decode tok/s (the band's mean and its intervals' median), CPU ms per token (sampled from
+# /proc: on a shared machine it shows the context's cost where wall-clock shows the load) and MTP
+# acceptance for each context band (the prompt plus what was generated so far), so the curve a
+# night follows is visible: attention grows with the context, the rest of a step does not.
 #
 # usage: bench/decode/long_context.sh [-m MODEL] [-n TOKENS] [--temps "0 0.6 0.8"] [-t THREADS]
 #          [--kv f32|bf16] [--every N] [--build DIR] [--budget SIZE] [--mtp both|on|off]
@@ -23,12 +24,12 @@ cd "$(dirname "$0")/../.."
 model="" tokens=30000 temps="0 0.6 0.8" threads=2 kv="" every=64 build=build budget="" mtp=both lens=0 ctx=""
 keep=""
 while [ $# -gt 0 ]; do
+  case "$1" in -h|--help) sed -n '2,21p' "$0"; exit 0 ;; esac
   [ $# -ge 2 ] || { echo "long_context.sh: option '$1' needs a value (see --help)" >&2; exit 2; }
   case "$1" in
     -m) model=$2 ;; -n) tokens=$2 ;; --temps) temps=$2 ;; -t) threads=$2 ;; --kv) kv=$2 ;;
     --every) every=$2 ;; --build) build=$2 ;; --budget) budget=$2 ;; --mtp) mtp=$2 ;;
     --prompt-lens) lens=$2 ;; --ctx) ctx=$2 ;; --keep) keep=$2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "long_context.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift 2
