@@ -179,7 +179,7 @@ static int report_one(const char *in, const char *html, const char *telemetry)
     const char *tpath = telemetry ? telemetry : cJSON_GetObjectItem(r, "telemetry") ? report_str(r, "telemetry") : NULL;
     char err[1024];
     int rc = 0;
-    if (tpath && report_series_load(tpath, &ts, err, sizeof err)) {
+    if (tpath && report_series_load(tpath, report_num(r, "prompt_tokens"), &ts, err, sizeof err)) {
         /* A report without its telemetry still renders; a file the user named must exist. */
         fprintf(stderr, "dsspec report: %s%s\n", err, telemetry ? "" : " (charts over time left out)");
         if (telemetry) rc = 1;

@@ -51,11 +51,11 @@ static void svg_line(FILE *f, const char *key, const char *title, const double *
         fprintf(f, "%.1f,%.1f ", PLOT_L + pw * (x[i] - x0) / (x1 - x0), PLOT_T + PLOT_H - PLOT_H * fmin(y[i], ymax) / ymax);
     fprintf(f, "'/>\n");
     for (int i = 0; i < n; i++)
-        fprintf(f, "<circle class='pt' r='2.5' cx='%.1f' cy='%.1f'><title>token %.0f: %s</title></circle>\n", PLOT_L + pw * (x[i] - x0) / (x1 - x0),
+        fprintf(f, "<circle class='pt' r='2.5' cx='%.1f' cy='%.1f'><title>context %.0f: %s</title></circle>\n", PLOT_L + pw * (x[i] - x0) / (x1 - x0),
                 PLOT_T + PLOT_H - PLOT_H * fmin(y[i], ymax) / ymax, x[i], report_fmt(y[i], 2, a, sizeof a));
     fprintf(f, "<text x='%d' y='%d' class='xtick'>%s</text>", PLOT_L, PLOT_T + PLOT_H + 18, report_fmt(x0, 0, a, sizeof a));
     fprintf(f, "<text x='%d' y='%d' class='xtick end'>%s</text>", CHART_W - PLOT_R, PLOT_T + PLOT_H + 18, report_fmt(x1, 0, a, sizeof a));
-    fprintf(f, "<text x='%d' y='%d' class='xlabel'>tokens generated</text></svg>\n", PLOT_L + pw / 2, PLOT_T + PLOT_H + 34);
+    fprintf(f, "<text x='%d' y='%d' class='xlabel'>context (prompt + generated tokens)</text></svg>\n", PLOT_L + pw / 2, PLOT_T + PLOT_H + 34);
 }
 
 /* Horizontal bars, one per (label, value); values printed readable beside them. */
@@ -123,11 +123,11 @@ static void charts_over_time(FILE *f, const report_series *s)
 {
     if (!s || s->n == 0) return;
     fprintf(f, "<h2>Over time (telemetry)</h2>\n");
-    svg_line(f, "tok_s", "Decode tokens per second", s->x, s->tok_s, s->n, 0);
+    svg_line(f, "tok_s", "Decode tokens per second against the context", s->x, s->tok_s, s->n, 0);
     svg_line(f, "hit_rate", "Expert cache hit rate (%)", s->x, s->hit_pct, s->n, 100);
     svg_line(f, "mib_per_token", "MiB read from disk per token", s->x, s->mib_per_token, s->n, 0);
     svg_line(f, "stall", "Compute stalled on I/O (% of time)", s->x, s->stall_pct, s->n, 100);
-    svg_line(f, "acceptance", "MTP draft acceptance (%)", s->x, s->accept_pct, s->n, 100);
+    svg_line(f, "acceptance", "MTP draft acceptance (%) against the context", s->x, s->accept_pct, s->n, 100);
 }
 
 /* Pairs of bars (first, second) per metric, each pair scaled to its larger value. */

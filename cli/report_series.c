@@ -19,32 +19,36 @@ static sample parse_sample(const cJSON *line)
                     report_num(c, "bytes_read"), report_num(c, "stall_ns")};
 }
 
-static int series_push(report_series *s, int *cap, const sample *a, const sample *b)
+static int series_push(report_series *s, int *cap, double prompt, const sample *a, const sample *b)
 {
-    double *arrays[] = {s->x, s->tok_s, s->hit_pct, s->mib_per_token, s->stall_pct, s->accept_pct};
+    double **arrays[] = {&s->x, &s->tok_s, &s->hit_pct, &s->mib_per_token, &s->stall_pct, &s->accept_pct,
+                         &s->seconds, &s->tokens, &s->drafts, &s->accepted};
+    enum { N_ARRAYS = sizeof arrays / sizeof arrays[0] };
     if (s->n == *cap) {
         *cap = *cap ? 2 * *cap : 64;
-        for (int i = 0; i < 6; i++) {
-            double *x = realloc(arrays[i], (size_t)*cap * sizeof *x);
+        for (int i = 0; i < N_ARRAYS; i++) {
+            double *x = realloc(*arrays[i], (size_t)*cap * sizeof *x);
             if (!x) return -1;
-            arrays[i] = x;
+            *arrays[i] = x;
         }
-        s->x = arrays[0]; s->tok_s = arrays[1]; s->hit_pct = arrays[2];
-        s->mib_per_token = arrays[3]; s->stall_pct = arrays[4]; s->accept_pct = arrays[5];
     }
     double dt = b->t - a->t, dg = b->generated - a->generated, req = (b->hits - a->hits) + (b->misses - a->misses);
     double dd = b->drafts - a->drafts;
     int i = s->n++;
-    s->x[i] = b->generated;
+    s->x[i] = prompt + b->generated;
     s->tok_s[i] = dt > 0 ? dg / dt : 0;
     s->hit_pct[i] = req > 0 ? 100 * (b->hits - a->hits) / req : 0;
     s->mib_per_token[i] = dg > 0 ? (b->bytes - a->bytes) / dg / 1048576.0 : 0;
     s->stall_pct[i] = dt > 0 ? 100 * (b->stall_ns - a->stall_ns) * 1e-9 / dt : 0;
     s->accept_pct[i] = dd > 0 ? 100 * (b->accepted - a->accepted) / dd : 0;
+    s->seconds[i] = dt;
+    s->tokens[i] = dg;
+    s->drafts[i] = dd;
+    s->accepted[i] = b->accepted - a->accepted;
     return 0;
 }
 
-int report_series_load(const char *path, report_series *s, char *err, size_t errlen)
+int report_series_load(const char *path, double prompt_tokens, report_series *s, char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
     char *text = dsspec_read_file(path, NULL, err, errlen);
@@ -60,7 +64,8 @@ int report_series_load(const char *path, report_series *s, char *err, size_t err
         cJSON_Delete(line);
         if (cur.generated < prev.generated) { s->n = 0; prev = (sample){0}; have_prev = 1; } /* a new run appended */
         /* A resumed process restarts its clock and counters: its first line is a new baseline. */
-        if (have_prev && cur.t > prev.t && cur.generated > prev.generated && cur.hits >= prev.hits && series_push(s, &cap, &prev, &cur)) {
+        if (have_prev && cur.t > prev.t && cur.generated > prev.generated && cur.hits >= prev.hits &&
+            series_push(s, &cap, prompt_tokens, &prev, &cur)) {
             snprintf(err, errlen, "out of memory");
             free(text);
             return -1;
@@ -75,6 +80,7 @@ int report_series_load(const char *path, report_series *s, char *err, size_t err
 void report_series_free(report_series *s)
 {
     free(s->x); free(s->tok_s); free(s->hit_pct); free(s->mib_per_token); free(s->stall_pct); free(s->accept_pct);
+    free(s->seconds); free(s->tokens); free(s->drafts); free(s->accepted);
     memset(s, 0, sizeof *s);
 }
 
@@ -84,6 +90,25 @@ static int by_value(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Decode tok/s and MTP acceptance per context band (below 1k, then doubling), intervals assigned
+ * by the context at their end. */
+static void series_bands_text(const report_series *s, FILE *out)
+{
+    fprintf(out, "by context      ");
+    for (double lo = 0, hi = 1024; lo <= s->x[s->n - 1]; lo = hi, hi *= 2) {
+        double sec = 0, tok = 0, dr = 0, ac = 0;
+        for (int i = 0; i < s->n; i++)
+            if (s->x[i] >= lo && s->x[i] < hi) { sec += s->seconds[i]; tok += s->tokens[i]; dr += s->drafts[i]; ac += s->accepted[i]; }
+        if (tok <= 0 || sec <= 0) continue;
+        char a[64], b[64], c[64];
+        fprintf(out, " %sk-%sk: %s tok/s", report_fmt(lo / 1024, 0, a, sizeof a), report_fmt(hi / 1024, 0, b, sizeof b),
+                report_fmt(tok / sec, 1, c, sizeof c));
+        if (dr > 0) fprintf(out, " (%s%% accepted)", report_fmt(100 * ac / dr, 1, a, sizeof a));
+        fprintf(out, ";");
+    }
+    fprintf(out, "\n");
+}
+
 void report_series_text(const report_series *s, FILE *out)
 {
     double *v = malloc((size_t)s->n * sizeof *v);
@@ -91,9 +116,10 @@ void report_series_text(const report_series *s, FILE *out)
     memcpy(v, s->tok_s, (size_t)s->n * sizeof *v);
     qsort(v, (size_t)s->n, sizeof *v, by_value);
     char a[64], b[64], c[64];
-    fprintf(out, "over time        %d telemetry intervals up to token %.0f; decode tok/s min %s, median %s, max %s\n", s->n,
+    fprintf(out, "over time        %d telemetry intervals up to context %.0f; decode tok/s min %s, median %s, max %s\n", s->n,
             s->x[s->n - 1], report_fmt(v[0], 2, a, sizeof a), report_fmt(v[s->n / 2], 2, b, sizeof b), report_fmt(v[s->n - 1], 2, c, sizeof c));
     free(v);
+    series_bands_text(s, out);
 }
 
 /* ------------------------------------------------------------------ comparison */

@@ -71,7 +71,7 @@ static void run_item(void *arg, int i)
     attention_item it = {
         .kv = kv, .q_lat = j->q_lat + (size_t)h0 * kv->R, .q_rope = j->q_rope + (size_t)h0 * kv->rope,
         .t0 = c * j->chunk_len, .t1 = (c + 1) * j->chunk_len < j->n ? (c + 1) * j->chunk_len : j->n,
-        .nh = kv->heads - h0 < ATTN_GROUP_HEADS ? kv->heads - h0 : ATTN_GROUP_HEADS,
+        .n = j->n, .nh = kv->heads - h0 < ATTN_GROUP_HEADS ? kv->heads - h0 : ATTN_GROUP_HEADS,
         .acc = j->s.acc + part * kv->R, .m = j->s.m + part, .l = j->s.l + part,
         .conv = w >= 0 ? j->s.conv + (size_t)w * ATTN_BLOCK * (kv->R + kv->rope) : NULL,
     };
@@ -145,8 +145,9 @@ static float dot(const float *a, const float *b, int n)
 }
 
 static void attn_scores(const float *ql, const float *qr, int nh, const float *lat, const float *kr, int nt, int R,
-                        int rope, float scale, float *s)
+                        int rope, float scale, float *s, const attention_ahead *ahead)
 {
+    attention_prefetch(ahead, 0, nt);
     for (int h = 0; h < nh; h++)
         for (int t = 0; t < nt; t++)
             s[h * ATTN_BLOCK + t] = (dot(ql + (size_t)h * R, lat + (size_t)t * R, R) +

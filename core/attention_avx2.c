@@ -93,10 +93,11 @@ static const score_fn score_table[2][4] = {{score_1_1, score_2_1, score_3_1, sco
                                            {score_1_2, score_2_2, score_3_2, score_4_2}};
 
 static void attn_scores(const float *ql, const float *qr, int nh, const float *lat, const float *kr, int nt, int R,
-                        int rope, float scale, float *s)
+                        int rope, float scale, float *s, const attention_ahead *ahead)
 {
     for (int t = 0; t < nt;) {
         int pair = nt - t >= 2;
+        attention_prefetch(ahead, t, t + (pair ? 2 : 1));
         for (int h = 0; h < nh; h += 4) {
             int hh = nh - h < 4 ? nh - h : 4;
             score_table[pair][hh - 1](ql + (size_t)h * R, qr + (size_t)h * rope, lat + (size_t)t * R,

@@ -32,21 +32,28 @@ INLINE __m512 sum16(const __m512 a[16])
                          _mm512_shuffle_f32x4(z[0], z[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-/* acc[h * 4 + t] += q[h] . x[t] over len floats (rows qstride, xstride apart); the tail masked. */
+/* acc[h * 4 + t] += q[h] . x[t] over floats [k, k + 16) masked by m. */
+INLINE void dot_step(int NH, int NT, const float *q, int qstride, const float *x, int xstride, int k, __mmask16 m,
+                     __m512 acc[16])
+{
+    __m512 xv[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) xv[t] = _mm512_maskz_loadu_ps(m, x + (size_t)t * xstride + k);
+#pragma GCC unroll 4
+    for (int h = 0; h < NH; h++) {
+        __m512 qv = _mm512_maskz_loadu_ps(m, q + (size_t)h * qstride + k);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) acc[h * 4 + t] = _mm512_fmadd_ps(qv, xv[t], acc[h * 4 + t]);
+    }
+}
+
+/* acc[h * 4 + t] += q[h] . x[t] over len floats (rows qstride, xstride apart): whole vectors with
+ * a constant mask (no per-step mask arithmetic in the loop that does all the FMAs), the tail masked. */
 INLINE void dot_segment(int NH, int NT, const float *q, int qstride, const float *x, int xstride, int len, __m512 acc[16])
 {
-    for (int k = 0; k < len; k += 16) {
-        __mmask16 m = lanes(len - k);
-        __m512 xv[4];
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) xv[t] = _mm512_maskz_loadu_ps(m, x + (size_t)t * xstride + k);
-#pragma GCC unroll 4
-        for (int h = 0; h < NH; h++) {
-            __m512 qv = _mm512_maskz_loadu_ps(m, q + (size_t)h * qstride + k);
-#pragma GCC unroll 4
-            for (int t = 0; t < NT; t++) acc[h * 4 + t] = _mm512_fmadd_ps(qv, xv[t], acc[h * 4 + t]);
-        }
-    }
+    int k = 0;
+    for (; k + 16 <= len; k += 16) dot_step(NH, NT, q, qstride, x, xstride, k, (__mmask16)0xFFFF, acc);
+    if (k < len) dot_step(NH, NT, q, qstride, x, xstride, k, lanes(len - k), acc);
 }
 
 INLINE void score_tile(int NH, int NT, const float *ql, const float *qr, const float *lat, const float *kr, int R,
@@ -58,7 +65,15 @@ INLINE void score_tile(int NH, int NT, const float *ql, const float *qr, const f
     for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
     dot_segment(NH, NT, ql, R, lat, R, R, acc);
     dot_segment(NH, NT, qr, rope, kr, rope, rope, acc);
-    _mm512_storeu_ps(out, _mm512_mul_ps(sum16(acc), _mm512_set1_ps(scale)));
+    __m512 sc = _mm512_mul_ps(sum16(acc), _mm512_set1_ps(scale));
+    if (NT == 4) { /* head h's 4 scores are the h-th 128-bit lane */
+        _mm_storeu_ps(s, _mm512_castps512_ps128(sc));
+        if (NH > 1) _mm_storeu_ps(s + ATTN_BLOCK, _mm512_extractf32x4_ps(sc, 1));
+        if (NH > 2) _mm_storeu_ps(s + 2 * ATTN_BLOCK, _mm512_extractf32x4_ps(sc, 2));
+        if (NH > 3) _mm_storeu_ps(s + 3 * ATTN_BLOCK, _mm512_extractf32x4_ps(sc, 3));
+        return;
+    }
+    _mm512_storeu_ps(out, sc);
     for (int h = 0; h < NH; h++)
         for (int t = 0; t < NT; t++) s[h * ATTN_BLOCK + t] = out[h * 4 + t];
 }
@@ -78,10 +93,11 @@ static const score_fn score_table[2][4] = {{score_1_1, score_2_1, score_3_1, sco
 
 /* Positions in quads, outermost, so that their rows stay in L1 while every head group reads them. */
 static void attn_scores(const float *ql, const float *qr, int nh, const float *lat, const float *kr, int nt, int R,
-                        int rope, float scale, float *s)
+                        int rope, float scale, float *s, const attention_ahead *ahead)
 {
     for (int t = 0; t < nt;) {
         int quad = nt - t >= 4;
+        attention_prefetch(ahead, t, t + (quad ? 4 : 1));
         for (int h = 0; h < nh; h += 4) {
             int hh = nh - h < 4 ? nh - h : 4;
             score_table[quad][hh - 1](ql + (size_t)h * R, qr + (size_t)h * rope, lat + (size_t)t * R,
@@ -185,9 +201,16 @@ static void attn_weighted(float *acc, int nh, int R, const float *alpha, const f
     }
 }
 
+/* Whole vectors unmasked, the tail masked: the mask arithmetic per vector would cost as much as the
+ * widening itself. */
 static void attn_widen_bf16(const uint16_t *src, int n, float *dst)
 {
-    for (int i = 0; i < n; i += 16) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + i)));
+        _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+    }
+    if (i < n) {
         __mmask16 k = lanes(n - i);
         __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, src + i));
         _mm512_mask_storeu_ps(dst + i, k, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));

@@ -2,8 +2,9 @@
  * last by attention.c (scalar), attention_avx2.c and attention_avx512.c, so that their inline
  * primitives inline into it, after they define:
  *   ATTN_ISA      the name suffix: the file then exports attention_item_<ATTN_ISA>
- *   attn_scores(ql, qr, nh, lat, kr, nt, R, rope, scale, s)
- *                 s[h * ATTN_BLOCK + t] = scale * (ql[h] . lat[t] + qr[h] . kr[t]), h < nh, t < nt
+ *   attn_scores(ql, qr, nh, lat, kr, nt, R, rope, scale, s, ahead)
+ *                 s[h * ATTN_BLOCK + t] = scale * (ql[h] . lat[t] + qr[h] . kr[t]), h < nh, t < nt;
+ *                 prefetches ahead's rows [0, nt) as it goes
  *   attn_softmax_block(s, nh, nt, m, l, alpha)
  *                 per head: the new running max m', alpha = exp(m - m'), s = exp(s - m'),
  *                 l = l * alpha + sum(s), m = m'
@@ -32,6 +33,18 @@ static void block_rows(const attention_kv *kv, int t, int nt, float *conv, const
     *kr = conv + (size_t)nt * kv->R;
 }
 
+/* The block after [t, t + ATTN_BLOCK): where its cache rows start and how many of them exist. */
+static attention_ahead next_block(const attention_kv *kv, int t, int n)
+{
+    size_t es = dtype_size(kv->dtype);
+    int next = t + ATTN_BLOCK;
+    attention_ahead a = {.lat_row = (size_t)kv->R * es, .kr_row = (size_t)kv->rope * es, .rows = n - next};
+    if (a.rows <= 0) return (attention_ahead){.rows = 0};
+    a.lat = (const char *)kv->latent + (size_t)next * a.lat_row;
+    a.kr = (const char *)kv->krope + (size_t)next * a.kr_row;
+    return a;
+}
+
 void ATTN_ISA_NAME(attention_item, ATTN_ISA)(const attention_item *it)
 {
     const attention_kv *kv = it->kv;
@@ -47,7 +60,8 @@ void ATTN_ISA_NAME(attention_item, ATTN_ISA)(const attention_item *it)
         int nt = it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK;
         const float *lat, *kr;
         block_rows(kv, t, nt, it->conv, &lat, &kr);
-        attn_scores(it->q_lat, it->q_rope, nh, lat, kr, nt, R, rope, kv->scale, s);
+        attention_ahead ahead = next_block(kv, t, it->n);
+        attn_scores(it->q_lat, it->q_rope, nh, lat, kr, nt, R, rope, kv->scale, s, &ahead);
         attn_softmax_block(s, nh, nt, it->m, it->l, alpha);
         attn_weighted(it->acc, nh, R, alpha, s, lat, nt);
     }
