@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "cli/cli.h"
 #include "cli/runner.h"
 
@@ -49,11 +51,12 @@ static int collect_rows(const run_result *runs, ab_row *rows)
         v[7][i] = 100.0 * hit_rate(r);
         v[8][i] = stall_pct(r);
         v[9][i] = r->peak_rss / 1048576.0;
+        v[10][i] = r->plan.slots;
     }
     static const char *names[] = {"decode tokens/s", "generated tokens", "main-model passes", "tokens per main pass",
                                   "MTP acceptance %", "experts loaded / token", "MiB read / token",
-                                  "cache hit rate %", "I/O stall % of time", "peak RSS MiB"};
-    static const char *fmts[] = {"%.2f", "%.0f", "%.0f", "%.3f", "%.1f", "%.2f", "%.2f", "%.1f", "%.1f", "%.1f"};
+                                  "cache hit rate %", "I/O stall % of time", "peak RSS MiB", "expert cache slots"};
+    static const char *fmts[] = {"%.2f", "%.0f", "%.0f", "%.3f", "%.1f", "%.2f", "%.2f", "%.1f", "%.1f", "%.1f", "%.0f"};
     int n = (int)(sizeof names / sizeof names[0]);
     for (int k = 0; k < n; k++) {
         rows[k] = (ab_row){.name = names[k], .fmt = fmts[k]};
@@ -115,16 +118,78 @@ static int write_ab_report(const char *path, const run_options *o, const run_res
     return ok ? 0 : 1;
 }
 
-/* The three runs, interleaved with nothing else: each from a cold cache. */
+/* Writes all of buf to fd; 0, or -1 on a write error. */
+static int write_all(int fd, const void *buf, size_t n)
+{
+    for (const char *p = buf; n > 0;) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int read_all(int fd, void *buf, size_t n)
+{
+    for (char *p = buf; n > 0;) {
+        ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* The child's side: one run, its result and tokens down the pipe, its exit code as the status. */
+static void child_run(run_options *o, int fd)
+{
+    run_result r;
+    int rc = run_once(o, 1, &r);
+    if (rc == 0 && (write_all(fd, &r, sizeof r) || write_all(fd, r.tokens, (size_t)r.n_tokens * sizeof(int)))) rc = 1;
+    fflush(NULL);
+    _exit(rc);
+}
+
+/* One run in a child process. A run leaves memory behind in the process that made it (the
+ * allocator's arenas, libraries' caches), and the plan sizes the expert cache from the process's
+ * resident size: run in one process, each mode would get a smaller cache than the one before. A
+ * fresh child per mode plans from the same starting size, and its peak RSS is its own. */
+static int run_in_child(run_options *o, run_result *res)
+{
+    int fds[2];
+    memset(res, 0, sizeof *res);
+    fflush(NULL);
+    if (pipe(fds)) { fprintf(stderr, "dsspec ab: pipe: %s\n", strerror(errno)); return 1; }
+    pid_t pid = fork();
+    if (pid < 0) { fprintf(stderr, "dsspec ab: fork: %s\n", strerror(errno)); close(fds[0]); close(fds[1]); return 1; }
+    if (pid == 0) { close(fds[0]); child_run(o, fds[1]); }
+    close(fds[1]);
+    int got = read_all(fds[0], res, sizeof *res) == 0;
+    res->tokens = got && res->n_tokens > 0 ? malloc((size_t)res->n_tokens * sizeof(int)) : NULL;
+    if (got && res->n_tokens > 0 && (!res->tokens || read_all(fds[0], res->tokens, (size_t)res->n_tokens * sizeof(int)))) got = 0;
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    if (rc == 0 && !got) rc = 1;
+    if (rc) { free(res->tokens); memset(res, 0, sizeof *res); }
+    else res->cap_tokens = res->n_tokens;
+    return rc;
+}
+
+/* The three runs, interleaved with nothing else: each from a cold cache, each in its own process. */
 static int run_all(run_options *o, run_result *runs)
 {
     static const char *labels[AB_RUNS] = {"ab 1/3 MTP off", "ab 2/3 MTP on", "ab 3/3 MTP auto"};
     for (int k = 0; k < AB_RUNS; k++) {
         o->engine.mtp = run_modes[k];
         o->progress_label = labels[k];
-        int rc = run_once(o, 1, &runs[k]);
+        int rc = run_in_child(o, &runs[k]);
         if (rc) {
-            for (int i = 0; i <= k; i++) run_result_free(&runs[i]);
+            for (int i = 0; i < k; i++) run_result_free(&runs[i]);
             return rc;
         }
     }
