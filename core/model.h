@@ -62,6 +62,12 @@ typedef struct {
     route_observer on_route;
     void *route_ctx;
     int prefetch;          /* 1: apply layer l+1's router early and hand its guess to ep->prefetch */
+    /* Optional: before each layer after the first, how many of the current rows go on; the others
+     * are dropped from the end of the batch (their KV entries stop below this layer, hidden and
+     * logits are written for the kept rows only). A row attends only to positions up to its own,
+     * so dropping later rows leaves the kept rows' numbers unchanged (a speculative draft row). */
+    int (*keep_rows)(void *ctx, int layer, int nb);
+    void *keep_ctx;
 } forward_request;
 
 /* Rows tokens[0..nb) at positions pos[0..nb) (each row attends to positions 0..pos[b] of kv, rows of

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "speculate/speculate.h"
+#include "speculate/speculate_internal.h"
 
 static double now_seconds(void)
 {
@@ -26,9 +26,17 @@ static void ewma_add(ewma *e, double x)
 }
 
 /* --mtp auto's state: per-part costs of a step, and when to try the mode the estimates do not pick
- * (a cache that fills or empties, a prompt whose acceptance changes, a machine that gets busy). */
+ * (a cache that fills or empties, a prompt whose acceptance changes, a machine that gets busy).
+ * Expert loads a draft causes are charged to drafting: its own loads (already in the pass times)
+ * and one later reload each of what they evicted (draft_charge, at miss_cost each); that reload
+ * lands in some later pass, whose booked time leaves it out (debt: charged reloads not yet seen,
+ * fading, since an evicted expert that is not asked for again within a few tokens costs nothing). */
 typedef struct {
     ewma plain_pass, verify_pass, mtp_kv, mtp_draft;
+    ewma miss_cost;          /* seconds a pass waits per expert load */
+    ewma draft_charge;       /* per drafting step: its draft loads x miss_cost */
+    double step_charge;      /* the charge of the MTP pass whose draft the next verify checks */
+    double debt;
     int prefer_draft;        /* what the estimates picked last */
     int since_explore, explore_gap;
 } draft_policy;
@@ -49,6 +57,7 @@ typedef struct {
     float *mtp_logits;
     uint64_t rng_base;   /* the sampler's state the per-position draws are keyed from */
     draft_policy pol;
+    expert_meter meter;      /* the provider every decode pass goes through */
     char *err;
     size_t errlen;
 } decoder;
@@ -82,7 +91,7 @@ static int report_boundary(decoder *d, int prefill_done, int last, int draft)
 static int draft_next(decoder *d, const float *hidden, const int *next, int pos0, int nb, int *draft)
 {
     int pos[2] = {pos0, pos0 + 1};
-    if (mtp_forward(d->m, d->mtp_kv, d->ep, hidden, next, pos, nb, d->mtp_logits, nb - 1, d->err, d->errlen)) return -1;
+    if (mtp_forward(d->m, d->mtp_kv, &d->meter.self, hidden, next, pos, nb, d->mtp_logits, nb - 1, d->err, d->errlen)) return -1;
     *draft = sampler_argmax(d->mtp_logits, d->V);
     return 0;
 }
@@ -157,15 +166,35 @@ static int verify_at(decoder *d, const float *logits, int pos, int draft, int *t
     return ok;
 }
 
-/* One main-model pass over rows at [len, len + nb) with hidden states kept; its time into *cost. */
-static int main_pass(decoder *d, const int *rows, int nb, ewma *cost)
+/* The time a pass is booked at, after the meter's counts: its draft loads become debt (and the
+ * step's charge), the reloads it made that drafting was already charged for leave its time. */
+static double book_pass(decoder *d, double dt, double *charge)
+{
+    const expert_meter *mt = &d->meter;
+    draft_policy *p = &d->pol;
+    if (mt->misses > 0) ewma_add(&p->miss_cost, mt->wait_s / mt->misses);
+    double per_miss = p->miss_cost.n ? p->miss_cost.v : 0;
+    int own = mt->misses - mt->draft_misses;
+    double repaid = own < p->debt ? own : p->debt;
+    p->debt = (p->debt - repaid) * 0.875 + mt->draft_misses;
+    if (charge) *charge += mt->draft_misses * per_miss;
+    d->st->expert_loads += mt->misses;
+    d->st->draft_expert_loads += mt->draft_misses;
+    double booked = dt - repaid * per_miss;
+    return booked > 0.25 * dt ? booked : 0.25 * dt;
+}
+
+/* One main-model pass over rows at [len, len + nb) with hidden states kept; its booked time into
+ * *cost. A verify pass (nb = 2) under auto may drop its draft row: *kept gets the rows that ran. */
+static int main_pass(decoder *d, const int *rows, int nb, ewma *cost, double *charge, int *kept)
 {
     int pos[2] = {d->len, d->len + 1};
-    forward_request req = {.hidden = d->hidden, .logits = d->logits, .on_route = d->o->on_route,
-                           .route_ctx = d->o->route_ctx, .prefetch = d->o->prefetch};
+    forward_request req = {.hidden = d->hidden, .logits = d->logits};
+    meter_begin(&d->meter, nb == 2 ? PASS_VERIFY : PASS_PLAIN, d->o->mtp == GEN_MTP_AUTO, 0, &req);
     double t = now_seconds();
-    if (model_forward(d->m, d->kv, d->ep, rows, pos, nb, &req, d->err, d->errlen)) return -1;
-    ewma_add(cost, now_seconds() - t);
+    if (model_forward(d->m, d->kv, &d->meter.self, rows, pos, nb, &req, d->err, d->errlen)) return -1;
+    ewma_add(cost, book_pass(d, now_seconds() - t, charge));
+    if (kept) *kept = d->meter.dropped ? 1 : nb;
     d->st->main_passes++;
     return 0;
 }
@@ -177,7 +206,7 @@ static int decode_plain(decoder *d, int last)
         int b = step_boundary(d, last, -1);
         if (b) return b < 0 ? -1 : 0;
         if (d->len + 1 > d->o->ctx) { d->st->stopped_by_ctx = 1; return 0; }
-        if (main_pass(d, &last, 1, &unused)) return -1;
+        if (main_pass(d, &last, 1, &unused, NULL, NULL)) return -1;
         last = pick_at(d, d->logits, d->len + 1);
         d->len++;
         if (emit(d, last)) return 0;
@@ -198,8 +227,9 @@ static int choose_draft(decoder *d)
     if (o->mtp == GEN_MTP_ON) return 1;
     if (!p->verify_pass.n || !p->mtp_draft.n) return 1;
     if (!p->plain_pass.n || !p->mtp_kv.n) { st->no_draft_explore++; return 0; }
-    double a = (st->accepted + 1.0) / (st->drafts + 2.0);
-    double draft_rate = (1 + a) / (p->verify_pass.v + p->mtp_draft.v), plain_rate = 1 / (p->plain_pass.v + p->mtp_kv.v);
+    double a = (st->accepted + 1.0) / (st->drafts + st->rows_dropped + 2.0);
+    double draft_cost = p->verify_pass.v + p->mtp_draft.v + (p->draft_charge.n ? p->draft_charge.v : 0);
+    double draft_rate = (1 + a) / draft_cost, plain_rate = 1 / (p->plain_pass.v + p->mtp_kv.v);
     int best = draft_rate > plain_rate;
     if (best != p->prefer_draft) {
         p->prefer_draft = best;
@@ -224,16 +254,20 @@ static int mtp_after(decoder *d, const float *hidden, const int *next, int pos0,
     int pos[2] = {pos0, pos0 + 1};
     double t = now_seconds();
     if (choose_draft(d)) {
+        double charge = 0;
+        meter_begin(&d->meter, PASS_DRAFT, 0, 0, NULL);
         if (draft_next(d, hidden, next, pos0, nb, draft)) return -1;
         double dt = now_seconds() - t;
-        ewma_add(&d->pol.mtp_draft, dt);
+        ewma_add(&d->pol.mtp_draft, book_pass(d, dt, &charge));
+        d->pol.step_charge = charge;
         d->st->mtp_draft_seconds += dt;
         return 0;
     }
     *draft = -1;
-    if (mtp_forward(d->m, d->mtp_kv, d->ep, hidden, next, pos, nb, NULL, 0, d->err, d->errlen)) return -1;
+    meter_begin(&d->meter, PASS_PLAIN, 0, 0, NULL);
+    if (mtp_forward(d->m, d->mtp_kv, &d->meter.self, hidden, next, pos, nb, NULL, 0, d->err, d->errlen)) return -1;
     double dt = now_seconds() - t;
-    ewma_add(&d->pol.mtp_kv, dt);
+    ewma_add(&d->pol.mtp_kv, book_pass(d, dt, NULL));
     d->st->mtp_kv_seconds += dt;
     return 0;
 }
@@ -241,10 +275,20 @@ static int mtp_after(decoder *d, const float *hidden, const int *next, int pos0,
 /* [last, draft] verified at [L, L + 1]. 1: generation stops, -1: error. */
 static int verify_step(decoder *d, int *last, int *draft)
 {
-    int L = d->len, rows[2] = {*last, *draft}, t0;
-    if (main_pass(d, rows, 2, &d->pol.verify_pass)) return -1;
-    d->st->drafts++;
-    if (verify_at(d, d->logits, L + 1, *draft, &t0)) {
+    int L = d->len, rows[2] = {*last, *draft}, t0, kept;
+    double charge = d->pol.step_charge;
+    if (main_pass(d, rows, 2, &d->pol.verify_pass, &charge, &kept)) return -1;
+    ewma_add(&d->pol.draft_charge, charge);
+    d->pol.step_charge = 0;
+    int accepted = 0;
+    if (kept < 2) { /* the draft row left the pass: row 0's token, exactly as a plain step */
+        d->st->rows_dropped++;
+        t0 = pick_at(d, d->logits, L + 1);
+    } else {
+        d->st->drafts++;
+        accepted = verify_at(d, d->logits, L + 1, *draft, &t0);
+    }
+    if (accepted) {
         d->st->accepted++;
         d->len = L + 2;
         if (emit(d, *draft)) return 1;
@@ -254,8 +298,9 @@ static int verify_step(decoder *d, int *last, int *draft)
         *last = t1;
         return mtp_after(d, d->hidden, next, L, 2, draft);
     }
-    /* The draft's KV row at L + 1 stays in the cache unread: rows attend to 0..pos only, and the
-     * next pass writes position L + 1 (for t0) before any row reads it. */
+    /* The draft's KV row at L + 1 (whole, or up to the layer where it was dropped) stays in the
+     * cache unread: rows attend to 0..pos only, and the next pass writes position L + 1 (for t0)
+     * before any row reads it. */
     d->len = L + 1;
     if (emit(d, t0)) return 1;
     *last = t0;
@@ -267,7 +312,7 @@ static int plain_step(decoder *d, int *last, int *draft)
 {
     int L = d->len;
     if (L + 1 > d->o->ctx) { d->st->stopped_by_ctx = 1; return 1; }
-    if (main_pass(d, last, 1, &d->pol.plain_pass)) return -1;
+    if (main_pass(d, last, 1, &d->pol.plain_pass, NULL, NULL)) return -1;
     d->st->plain_steps++;
     int t = pick_at(d, d->logits, L + 1);
     d->len = L + 1;
@@ -361,6 +406,7 @@ int generate(model *m, expert_provider *ep, const int *prompt, int n_prompt, con
     d.logits = malloc(2 * (size_t)d.V * sizeof(float));
     d.mtp_logits = malloc(2 * (size_t)d.V * sizeof(float));
     d.hidden = malloc((size_t)(chunk > 2 ? chunk : 2) * d.H * sizeof(float));
+    meter_init(&d.meter, ep, &opts, c->num_experts_per_tok);
     if (!d.kv || (o->mtp && !d.mtp_kv) || !d.logits || !d.mtp_logits || !d.hidden)
         snprintf(err, errlen, "out of memory for the KV cache (--ctx %d)", o->ctx);
     else if (restore(&d) == 0)

@@ -77,6 +77,12 @@ typedef struct {
      * chunk (a long prompt is interruptible, not only the decode). */
     int (*on_prefill)(void *ctx, int done, int n);
     void *prefill_ctx;
+    /* Optional: whether an expert holds a slot of the expert cache now. With it the loop counts the
+     * expert loads of each pass and which of them only a draft needed; --mtp auto charges those
+     * (and the reloads of what they evicted) to drafting and drops a draft row before a layer
+     * whose predicted experts for it would be loaded. NULL: every expert counts as resident. */
+    int (*expert_resident)(void *ctx, int layer, int expert);
+    void *resident_ctx;
 } gen_options;
 
 typedef struct {
@@ -89,6 +95,12 @@ typedef struct {
      * made only to re-measure, and the time spent in MTP passes that only keep its KV complete
      * versus those that draft. The est_ fields are the final running estimates (seconds). */
     int plain_steps, no_draft_cost, no_draft_explore, no_draft_end, draft_explore;
+    /* Verify passes that dropped their draft row before a layer whose experts for it would have
+     * been loaded (auto): the step emits one token, exactly as without the draft. Not in drafts. */
+    int rows_dropped;
+    /* Expert loads of decode passes, and those only a draft needed (the draft row's own experts in
+     * a verify pass, the MTP layer's when drafting): what drafting costs in reads. */
+    long expert_loads, draft_expert_loads;
     double mtp_kv_seconds, mtp_draft_seconds;
     double est_plain_s, est_verify_s, est_mtp_kv_s, est_mtp_draft_s;
     int stopped_by_eos, stopped_by_ctx;
