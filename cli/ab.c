@@ -52,11 +52,13 @@ static int collect_rows(const run_result *runs, ab_row *rows)
         v[8][i] = stall_pct(r);
         v[9][i] = r->peak_rss / 1048576.0;
         v[10][i] = r->plan.slots;
+        v[11][i] = per_token((double)r->gen.draft_expert_loads, r);
     }
     static const char *names[] = {"decode tokens/s", "generated tokens", "main-model passes", "tokens per main pass",
                                   "MTP acceptance %", "experts loaded / token", "MiB read / token",
-                                  "cache hit rate %", "I/O stall % of time", "peak RSS MiB", "expert cache slots"};
-    static const char *fmts[] = {"%.2f", "%.0f", "%.0f", "%.3f", "%.1f", "%.2f", "%.2f", "%.1f", "%.1f", "%.1f", "%.0f"};
+                                  "cache hit rate %", "I/O stall % of time", "peak RSS MiB", "expert cache slots",
+                                  "draft-only loads / token"};
+    static const char *fmts[] = {"%.2f", "%.0f", "%.0f", "%.3f", "%.1f", "%.2f", "%.2f", "%.1f", "%.1f", "%.1f", "%.0f", "%.2f"};
     int n = (int)(sizeof names / sizeof names[0]);
     for (int k = 0; k < n; k++) {
         rows[k] = (ab_row){.name = names[k], .fmt = fmts[k]};
@@ -81,9 +83,10 @@ static void print_table(const ab_row *rows, int n, int greedy, int identical, co
     }
     fprintf(out, "%-24s %44s\n", greedy ? "greedy outputs identical" : "sampled outputs identical", identical ? "yes" : "NO");
     const run_result *au = on + 1;
-    fprintf(out, "MTP auto drafted on %.1f%% of its passes (%d without a draft: %d by the estimates, %d re-measuring, %d at the end)\n",
+    fprintf(out, "MTP auto drafted on %.1f%% of its passes (%d without a draft: %d by the estimates, %d re-measuring, %d at the end; "
+            "%d draft rows dropped mid-pass)\n",
             au->gen.main_passes ? 100.0 * au->gen.drafts / au->gen.main_passes : 0, au->gen.plain_steps, au->gen.no_draft_cost,
-            au->gen.no_draft_explore, au->gen.no_draft_end);
+            au->gen.no_draft_explore, au->gen.no_draft_end, au->gen.rows_dropped);
     fprintf(out, "cache: %d slots of %d experts, each run from a cold (empty) cache; io %s%s\n", on->plan.slots,
             on->plan.total_experts, on->plan.io_backend ? on->plan.io_backend : "?", greedy ? "" : "; sampled (same seed)");
 }
@@ -103,6 +106,7 @@ static int write_ab_report(const char *path, const run_options *o, const run_res
     }
     const run_result *au = r + 2;
     cJSON_AddNumberToObject(j, "auto_draft_pass_pct", au->gen.main_passes ? 100.0 * au->gen.drafts / au->gen.main_passes : 0);
+    cJSON_AddNumberToObject(j, "auto_rows_dropped", au->gen.rows_dropped);
     cJSON_AddNumberToObject(j, "cache_slots", r->plan.slots);
     cJSON_AddNumberToObject(j, "total_experts", r->plan.total_experts);
     cJSON_AddBoolToObject(j, "greedy", greedy);

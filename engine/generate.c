@@ -75,6 +75,7 @@ static int relay_step(void *ctx, int generated)
         live->no_draft_explore = r->gs->no_draft_explore;
         live->no_draft_end = r->gs->no_draft_end;
         live->draft_explore = r->gs->draft_explore;
+        live->rows_dropped = r->gs->rows_dropped;
     }
     if (!r->p->on_step) return 0;
     r->stopped = r->p->on_step(r->p->ctx, generated) != 0;
@@ -165,6 +166,9 @@ static void fill_stats(dsspec_gen_stats *st, const gen_stats *gs, int rc, const 
     st->est_verify_pass_s = gs->est_verify_s;
     st->est_mtp_kv_s = gs->est_mtp_kv_s;
     st->est_mtp_draft_s = gs->est_mtp_draft_s;
+    st->rows_dropped = gs->rows_dropped;
+    st->decode_expert_loads = (uint64_t)gs->expert_loads;
+    st->draft_expert_loads = (uint64_t)gs->draft_expert_loads;
     if (r->prefill_counted) {
         const dsspec_cache_counters *a = &r->at_start, *b = &r->after_prefill;
         st->prefill_expert_requests = (b->hits + b->misses) - (a->hits + a->misses);
