@@ -215,6 +215,66 @@ static void dropped_rows(fixture *f, const char *dir)
     }
 }
 
+/* Expert-major prefill: within a chunk each MoE layer acquires (reads, with the direct provider)
+ * every expert its rows chose exactly once. The reference count is the set of distinct experts the
+ * route observer reports per (chunk, layer), collected independently of the model's own union. */
+enum { PF_LAYERS = 8, PF_EXPERTS = 256, PF_CHUNKS = 4 };
+typedef struct {
+    expert_provider *inner;
+    int chunk;                                   /* the chunk being processed */
+    int acquired[PF_CHUNKS][PF_LAYERS];
+    unsigned char routed[PF_CHUNKS][PF_LAYERS][PF_EXPERTS];
+} prefill_count;
+
+static void pc_want(void *self, int layer, const int *e, int n) { prefill_count *c = self; c->inner->want(c->inner->self, layer, e, n); }
+static int pc_acquire(void *self, int layer, const int *e, int n, int *which, expert_weights *w)
+{
+    prefill_count *c = self;
+    if (layer < PF_LAYERS) c->acquired[c->chunk][layer]++;
+    return c->inner->acquire_any(c->inner->self, layer, e, n, which, w);
+}
+static void pc_release(void *self, int layer, int e) { prefill_count *c = self; c->inner->release(c->inner->self, layer, e); }
+static const char *pc_error(void *self) { prefill_count *c = self; return c->inner->error(c->inner->self); }
+static void pc_route(void *ctx, int layer, int row, const int *e, int k)
+{
+    prefill_count *c = ctx;
+    (void)row;
+    for (int i = 0; i < k; i++)
+        if (layer < PF_LAYERS && e[i] < PF_EXPERTS) c->routed[c->chunk][layer][e[i]] = 1;
+}
+static int pc_prefill(void *ctx, int done, int n) { prefill_count *c = ctx; (void)done; (void)n; c->chunk++; return 0; }
+
+static void prefill_reads_once(fixture *f, const char *dir)
+{
+    static prefill_count c;
+    const model_config *cfg = model_get_config(f->m);
+    int fits = cfg->num_hidden_layers <= PF_LAYERS && cfg->n_routed_experts <= PF_EXPERTS;
+    CHECK(fits, "%s: fixture larger than the counters", dir);
+    if (!fits) return;
+    memset(&c, 0, sizeof c);
+    c.inner = &f->ep;
+    expert_provider ep = {.self = &c, .want = pc_want, .acquire_any = pc_acquire, .release = pc_release, .error = pc_error};
+    char err[512];
+    sampler *s = sampler_create(model_get_config(f->m)->vocab_size, 0, 1, 1);
+    gen_options o = {.mtp = GEN_MTP_OFF, .max_new = 1, .eos_id = -1, .ctx = NP + 4, .prefill_chunk = 5, .sampler = s,
+                     .on_route = pc_route, .route_ctx = &c, .on_prefill = pc_prefill, .prefill_ctx = &c};
+    gen_stats st;
+    int rc = model_reserve_scratch(f->m, o.prefill_chunk, o.ctx, err, sizeof err);
+    if (rc == 0) rc = generate(f->m, &ep, prompt, NP, &o, &st, err, sizeof err);
+    CHECK(rc == 0 && c.chunk == 3, "%s: prefill of %d rows in chunks of 5: %s (%d chunks)", dir, NP, err, c.chunk);
+    int moe = 0;
+    for (int ch = 0; ch < 3; ch++)
+        for (int l = 0; l < PF_LAYERS; l++) {
+            int distinct = 0;
+            for (int e = 0; e < PF_EXPERTS; e++) distinct += c.routed[ch][l][e];
+            moe += distinct > 0;
+            CHECK(c.acquired[ch][l] == distinct, "%s: chunk %d layer %d: %d expert reads for %d distinct experts routed",
+                  dir, ch, l, c.acquired[ch][l], distinct);
+        }
+    CHECK(moe > 0, "%s: no MoE layer routed anything in prefill", dir);
+    sampler_free(s);
+}
+
 /* Upper tail critical value of chi-square with df degrees of freedom at p = 1e-4 (Wilson-Hilferty). */
 static double chi2_critical(int df)
 {
@@ -317,6 +377,7 @@ int main(int argc, char **argv)
         greedy_long(&f, argv[i]);
         sampled_identity(&f, argv[i]);
         dropped_rows(&f, argv[i]);
+        prefill_reads_once(&f, argv[i]);
         if (i == 1) sampling_end_to_end(&f, 1);
         fixture_close(&f);
     }
