@@ -182,6 +182,11 @@ static int expert_resident(void *cache, int layer, int expert)
     return expert_cache_resident(cache, layer, expert);
 }
 
+static int expert_free_slots(void *cache)
+{
+    return expert_cache_free_slots(cache);
+}
+
 int dsspec_generate(dsspec *e, const int *prompt, int n, const dsspec_generate_params *p, dsspec_gen_stats *st,
                     char *err, size_t errlen)
 {
@@ -207,7 +212,8 @@ int dsspec_generate(dsspec *e, const int *prompt, int n, const dsspec_generate_p
                      .kv_bf16 = e->opt.kv_bf16, .sampler = smp, .on_token = relay_token, .token_ctx = &relay,
                      .on_step = relay_step, .step_ctx = &relay, .on_route = p->on_route, .route_ctx = p->ctx,
                      .on_prefill = relay_prefill, .prefill_ctx = &relay,
-                     .expert_resident = e->cache ? expert_resident : NULL, .resident_ctx = e->cache};
+                     .expert_resident = e->cache ? expert_resident : NULL,
+                     .expert_free_slots = e->cache ? expert_free_slots : NULL, .resident_ctx = e->cache};
     int started = p->session ? session_start(e, prompt, n, &relay, &g, smp, st, err, errlen) : 0;
     int rc = started < 0 ? -1 : 0;
     if (started == 0) {

@@ -17,20 +17,25 @@ static double now_seconds(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* A running mean that follows a regime change within ~8 samples; n = 0: no sample yet. */
+/* A running mean that follows a regime change within ~8 samples; n = 0: no sample yet. A sample
+ * above 3x the mean counts as 3x: on a shared machine one pass preempted for a few milliseconds
+ * would otherwise swing the estimate for many steps, while a real slowdown still shows within a
+ * few samples. */
 typedef struct { double v; int n; } ewma;
 
 static void ewma_add(ewma *e, double x)
 {
+    if (e->n >= 4 && x > 3 * e->v) x = 3 * e->v;
     e->v = e->n++ ? e->v + (x - e->v) * 0.125 : x;
 }
 
 /* --mtp auto's state: per-part costs of a step, and when to try the mode the estimates do not pick
  * (a cache that fills or empties, a prompt whose acceptance changes, a machine that gets busy).
  * Expert loads a draft causes are charged to drafting: its own loads (already in the pass times)
- * and one later reload each of what they evicted (draft_charge, at miss_cost each); that reload
- * lands in some later pass, whose booked time leaves it out (debt: charged reloads not yet seen,
- * fading, since an evicted expert that is not asked for again within a few tokens costs nothing). */
+ * and, for each that found no free slot, one later reload of what it evicted (draft_charge, at
+ * miss_cost each); that reload lands in some later pass, whose booked time leaves it out (debt:
+ * charged reloads not yet seen, fading, since an evicted expert that is not asked for again
+ * within a few tokens costs nothing). */
 typedef struct {
     ewma plain_pass, verify_pass, mtp_kv, mtp_draft;
     ewma miss_cost;          /* seconds a pass waits per expert load */
@@ -42,6 +47,7 @@ typedef struct {
 } draft_policy;
 
 enum { EXPLORE_GAP_MIN = 32, EXPLORE_GAP_MAX = 1024 };
+enum { MTP_KV_BATCH = 16 }; /* KV-only MTP rows written per pass at most (within the reserved rows) */
 
 typedef struct {
     model *m;
@@ -58,6 +64,11 @@ typedef struct {
     uint64_t rng_base;   /* the sampler's state the per-position draws are keyed from */
     draft_policy pol;
     expert_meter meter;      /* the provider every decode pass goes through */
+    /* MTP rows that only need their KV entry (steps without a draft), written together in one
+     * pass of up to kv_batch rows: one read of the MTP's projection for many rows instead of one
+     * per step. Written before a draft (which attends to them) and before a reported boundary. */
+    float *kv_hidden;        /* [kv_batch][H] */
+    int *kv_next, *kv_pos, kv_pending, kv_steps, kv_batch;
     char *err;
     size_t errlen;
 } decoder;
@@ -76,11 +87,26 @@ static int step_hook(decoder *d)
     return d->o->on_step ? d->o->on_step(d->o->step_ctx, d->st->generated) : 0;
 }
 
+/* The pending KV-only MTP rows written in one pass; its time per step into the mtp_kv estimate. */
+static int flush_mtp_kv(decoder *d)
+{
+    if (!d->kv_pending) return 0;
+    double t = now_seconds();
+    if (mtp_forward(d->m, d->mtp_kv, d->ep, d->kv_hidden, d->kv_next, d->kv_pos, d->kv_pending, NULL, 0, d->err, d->errlen))
+        return -1;
+    double dt = now_seconds() - t;
+    ewma_add(&d->pol.mtp_kv, dt / d->kv_steps);
+    d->st->mtp_kv_seconds += dt;
+    d->kv_pending = d->kv_steps = 0;
+    return 0;
+}
+
 /* Reports a step boundary (gen_checkpoint); -1 when the observer failed. */
 static int report_boundary(decoder *d, int prefill_done, int last, int draft)
 {
     const gen_options *o = d->o;
     if (!o->on_checkpoint) return 0;
+    if (flush_mtp_kv(d)) return -1; /* a boundary's MTP rows [0, len) are final */
     const gen_stats *st = d->st;
     gen_checkpoint cp = {d->len, prefill_done, last, draft, d->rng_base,
                          st->generated, st->main_passes, st->drafts, st->accepted};
@@ -176,8 +202,8 @@ static double book_pass(decoder *d, double dt, double *charge)
     double per_miss = p->miss_cost.n ? p->miss_cost.v : 0;
     int own = mt->misses - mt->draft_misses;
     double repaid = own < p->debt ? own : p->debt;
-    p->debt = (p->debt - repaid) * 0.875 + mt->draft_misses;
-    if (charge) *charge += mt->draft_misses * per_miss;
+    p->debt = (p->debt - repaid) * 0.875 + mt->draft_evictions;
+    if (charge) *charge += mt->draft_evictions * per_miss;
     d->st->expert_loads += mt->misses;
     d->st->draft_expert_loads += mt->draft_misses;
     double booked = dt - repaid * per_miss;
@@ -226,7 +252,7 @@ static int choose_draft(decoder *d)
     if (d->len + 2 > o->ctx || st->generated + 2 > o->max_new) { st->no_draft_end++; return 0; }
     if (o->mtp == GEN_MTP_ON) return 1;
     if (!p->verify_pass.n || !p->mtp_draft.n) return 1;
-    if (!p->plain_pass.n || !p->mtp_kv.n) { st->no_draft_explore++; return 0; }
+    if (!p->plain_pass.n) { st->no_draft_explore++; return 0; } /* mtp_kv: 0 until its first batch */
     double a = (st->accepted + 1.0) / (st->drafts + st->rows_dropped + 2.0);
     double draft_cost = p->verify_pass.v + p->mtp_draft.v + (p->draft_charge.n ? p->draft_charge.v : 0);
     double draft_rate = (1 + a) / draft_cost, plain_rate = 1 / (p->plain_pass.v + p->mtp_kv.v);
@@ -251,10 +277,9 @@ static int choose_draft(decoder *d)
  * when choose_draft says so (*draft, else -1), else only writing the MTP KV entries. */
 static int mtp_after(decoder *d, const float *hidden, const int *next, int pos0, int nb, int *draft)
 {
-    int pos[2] = {pos0, pos0 + 1};
-    double t = now_seconds();
     if (choose_draft(d)) {
-        double charge = 0;
+        if (flush_mtp_kv(d)) return -1;
+        double t = now_seconds(), charge = 0;
         meter_begin(&d->meter, PASS_DRAFT, 0, 0, NULL);
         if (draft_next(d, hidden, next, pos0, nb, draft)) return -1;
         double dt = now_seconds() - t;
@@ -264,12 +289,14 @@ static int mtp_after(decoder *d, const float *hidden, const int *next, int pos0,
         return 0;
     }
     *draft = -1;
-    meter_begin(&d->meter, PASS_PLAIN, 0, 0, NULL);
-    if (mtp_forward(d->m, d->mtp_kv, &d->meter.self, hidden, next, pos, nb, NULL, 0, d->err, d->errlen)) return -1;
-    double dt = now_seconds() - t;
-    ewma_add(&d->pol.mtp_kv, book_pass(d, dt, NULL));
-    d->st->mtp_kv_seconds += dt;
-    return 0;
+    if (d->kv_pending + nb > d->kv_batch && flush_mtp_kv(d)) return -1;
+    for (int b = 0; b < nb; b++, d->kv_pending++) {
+        memcpy(d->kv_hidden + (size_t)d->kv_pending * d->H, hidden + (size_t)b * d->H, d->H * sizeof(float));
+        d->kv_next[d->kv_pending] = next[b];
+        d->kv_pos[d->kv_pending] = pos0 + b;
+    }
+    d->kv_steps++;
+    return d->kv_pending == d->kv_batch ? flush_mtp_kv(d) : 0;
 }
 
 /* [last, draft] verified at [L, L + 1]. 1: generation stops, -1: error. */
@@ -337,6 +364,7 @@ static int decode_mtp(decoder *d, int last, int draft, int fresh)
 static int decode(decoder *d, int last, int draft, int fresh)
 {
     int rc = d->o->mtp ? decode_mtp(d, last, draft, fresh) : decode_plain(d, last);
+    if (rc == 0 && flush_mtp_kv(d)) rc = -1;
     gen_stats *st = d->st;
     st->est_plain_s = d->pol.plain_pass.v;
     st->est_verify_s = d->pol.verify_pass.v;
@@ -406,8 +434,12 @@ int generate(model *m, expert_provider *ep, const int *prompt, int n_prompt, con
     d.logits = malloc(2 * (size_t)d.V * sizeof(float));
     d.mtp_logits = malloc(2 * (size_t)d.V * sizeof(float));
     d.hidden = malloc((size_t)(chunk > 2 ? chunk : 2) * d.H * sizeof(float));
+    d.kv_batch = chunk < 2 ? 2 : chunk < MTP_KV_BATCH ? chunk : MTP_KV_BATCH;
+    d.kv_hidden = malloc((size_t)d.kv_batch * d.H * sizeof(float));
+    d.kv_next = malloc((size_t)d.kv_batch * sizeof(int));
+    d.kv_pos = malloc((size_t)d.kv_batch * sizeof(int));
     meter_init(&d.meter, ep, &opts, c->num_experts_per_tok);
-    if (!d.kv || (o->mtp && !d.mtp_kv) || !d.logits || !d.mtp_logits || !d.hidden)
+    if (!d.kv || (o->mtp && !d.mtp_kv) || !d.logits || !d.mtp_logits || !d.hidden || !d.kv_hidden || !d.kv_next || !d.kv_pos)
         snprintf(err, errlen, "out of memory for the KV cache (--ctx %d)", o->ctx);
     else if (restore(&d) == 0)
         rc = run_from(&d, prompt);
@@ -416,5 +448,8 @@ int generate(model *m, expert_provider *ep, const int *prompt, int n_prompt, con
     free(d.logits);
     free(d.mtp_logits);
     free(d.hidden);
+    free(d.kv_hidden);
+    free(d.kv_next);
+    free(d.kv_pos);
     return rc;
 }

@@ -20,6 +20,18 @@ static int is_resident(const expert_meter *mt, int layer, int e)
     return !mt->resident || mt->resident(mt->resident_ctx, layer, e);
 }
 
+static int free_slots(const expert_meter *mt)
+{
+    return mt->free_slots ? mt->free_slots(mt->resident_ctx) : 0;
+}
+
+/* Of `draft` loads that come after `own` others, those that find no free slot left. */
+static int evicting(const expert_meter *mt, int own, int draft)
+{
+    int room = free_slots(mt) - own;
+    return draft - (room > 0 ? (room < draft ? room : draft) : 0);
+}
+
 static int listed(const int *ids, int n, int e)
 {
     for (int i = 0; i < n; i++)
@@ -40,10 +52,13 @@ static void meter_want(void *self, int layer, const int *experts, int n)
     expert_meter *mt = self;
     int miss = 0;
     for (int i = 0; i < n; i++) miss += !is_resident(mt, layer, experts[i]);
-    mt->misses += miss;
-    if (mt->kind == PASS_DRAFT) mt->draft_misses += miss;
+    int draft = 0;
+    if (mt->kind == PASS_DRAFT) draft = miss;
     else if (mt->kind == PASS_VERIFY && mt->rows_now == 2 && mt->route_layer == layer)
-        mt->draft_misses += draft_only_misses(mt, layer, mt->routes[1], mt->routes[0]);
+        draft = draft_only_misses(mt, layer, mt->routes[1], mt->routes[0]);
+    mt->misses += miss;
+    mt->draft_misses += draft;
+    mt->draft_evictions += evicting(mt, miss - draft, draft);
     mt->inner->want(mt->inner->self, layer, experts, n);
 }
 
@@ -95,12 +110,15 @@ static void meter_route(void *ctx, int layer, int row, const int *experts, int k
 }
 
 /* Before layer `layer` of a verify pass: the draft row goes on unless the lookahead predicts more
- * than drop_max_misses loads that only it needs. Once dropped it stays out. */
+ * than drop_max_misses loads that only it needs and that would push out a cached expert (a load
+ * into a free slot costs its read only). Once dropped it stays out. */
 static int meter_keep_rows(void *ctx, int layer, int nb)
 {
     expert_meter *mt = ctx;
     if (nb < 2 || !mt->drop_enabled || mt->guess_layer != layer) return mt->rows_now = nb;
-    if (draft_only_misses(mt, layer, mt->guess[1], mt->guess[0]) > mt->drop_max_misses) {
+    int own = 0;
+    for (int i = 0; i < mt->top_k; i++) own += !is_resident(mt, layer, mt->guess[0][i]);
+    if (evicting(mt, own, draft_only_misses(mt, layer, mt->guess[1], mt->guess[0])) > mt->drop_max_misses) {
         mt->dropped = 1;
         return mt->rows_now = 1;
     }
@@ -114,6 +132,7 @@ void meter_init(expert_meter *mt, expert_provider *inner, const gen_options *o, 
                                  .release = meter_release, .prefetch = meter_prefetch, .error = meter_error};
     mt->inner = inner;
     mt->resident = o->expert_resident;
+    mt->free_slots = o->expert_free_slots;
     mt->resident_ctx = o->resident_ctx;
     mt->pass_prefetch = o->prefetch;
     mt->top_k = top_k;
@@ -129,7 +148,7 @@ void meter_begin(expert_meter *mt, meter_pass kind, int drop_enabled, int drop_m
     mt->rows_now = kind == PASS_VERIFY ? 2 : 1;
     mt->route_layer = mt->guess_layer = -1;
     mt->dropped = 0;
-    mt->misses = mt->draft_misses = 0;
+    mt->misses = mt->draft_misses = mt->draft_evictions = 0;
     mt->wait_s = 0;
     if (!req) return;
     req->on_route = meter_route;

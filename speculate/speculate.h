@@ -82,6 +82,7 @@ typedef struct {
      * (and the reloads of what they evicted) to drafting and drops a draft row before a layer
      * whose predicted experts for it would be loaded. NULL: every expert counts as resident. */
     int (*expert_resident)(void *ctx, int layer, int expert);
+    int (*expert_free_slots)(void *ctx);  /* slots free now (a load into one evicts nothing); NULL: none */
     void *resident_ctx;
 } gen_options;
 

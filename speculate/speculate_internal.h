@@ -15,6 +15,7 @@ typedef struct {
     expert_provider self;     /* the table the forward pass calls: entries below, self = this */
     expert_provider *inner;   /* the engine's */
     int (*resident)(void *ctx, int layer, int expert); /* NULL: the meter counts no misses */
+    int (*free_slots)(void *ctx);                       /* NULL: none free */
     void *resident_ctx;
     int pass_prefetch;        /* the caller asked for router-lookahead prefetch (--prefetch) */
     int top_k;
@@ -30,6 +31,7 @@ typedef struct {
     int dropped;              /* the draft row left this pass */
     /* per pass, reset by meter_begin */
     int misses, draft_misses;
+    int draft_evictions;      /* draft misses that found no free slot: each pushed out an entry */
     double wait_s;
 } expert_meter;
 
