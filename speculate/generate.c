@@ -46,7 +46,7 @@ typedef struct {
     int since_explore, explore_gap;
 } draft_policy;
 
-enum { EXPLORE_GAP_MIN = 32, EXPLORE_GAP_MAX = 1024 };
+enum { EXPLORE_GAP_MIN = 32, EXPLORE_GAP_MAX = 256 };
 enum { MTP_KV_BATCH = 16 }; /* KV-only MTP rows written per pass at most (within the reserved rows) */
 
 typedef struct {
@@ -210,16 +210,31 @@ static double book_pass(decoder *d, double dt, double *charge)
     return booked > 0.25 * dt ? booked : 0.25 * dt;
 }
 
+/* The evicting loads a draft row may make in one verify pass before it is dropped: each costs its
+ * read now and a reload later, against the plain step an accepted draft saves. */
+static int draft_load_allowance(const decoder *d)
+{
+    const draft_policy *p = &d->pol;
+    if (d->o->drop_at_first_load || !p->miss_cost.n || p->miss_cost.v <= 0 || !p->plain_pass.n) return 0;
+    double a = (d->st->accepted + 1.0) / (d->st->drafts + d->st->rows_dropped + 2.0);
+    double n = a * (p->plain_pass.v + p->mtp_kv.v) / (2 * p->miss_cost.v);
+    return n < 1 << 20 ? (int)n : 1 << 20;
+}
+
 /* One main-model pass over rows at [len, len + nb) with hidden states kept; its booked time into
  * *cost. A verify pass (nb = 2) under auto may drop its draft row: *kept gets the rows that ran. */
 static int main_pass(decoder *d, const int *rows, int nb, ewma *cost, double *charge, int *kept)
 {
     int pos[2] = {d->len, d->len + 1};
     forward_request req = {.hidden = d->hidden, .logits = d->logits};
-    meter_begin(&d->meter, nb == 2 ? PASS_VERIFY : PASS_PLAIN, d->o->mtp == GEN_MTP_AUTO, 0, &req);
+    meter_begin(&d->meter, nb == 2 ? PASS_VERIFY : PASS_PLAIN, d->o->mtp == GEN_MTP_AUTO, draft_load_allowance(d), &req);
     double t = now_seconds();
     if (model_forward(d->m, d->kv, &d->meter.self, rows, pos, nb, &req, d->err, d->errlen)) return -1;
-    ewma_add(cost, book_pass(d, now_seconds() - t, charge));
+    double booked = book_pass(d, now_seconds() - t, charge);
+    ewma_add(cost, booked);
+    /* a pass whose draft row left is close to a plain one: it keeps that estimate current while
+     * auto drafts */
+    if (d->meter.dropped) ewma_add(&d->pol.plain_pass, booked);
     if (kept) *kept = d->meter.dropped ? 1 : nb;
     d->st->main_passes++;
     return 0;

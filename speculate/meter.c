@@ -109,16 +109,17 @@ static void meter_route(void *ctx, int layer, int row, const int *experts, int k
     if (mt->user_route) mt->user_route(mt->user_route_ctx, layer, row, experts, k);
 }
 
-/* Before layer `layer` of a verify pass: the draft row goes on unless the lookahead predicts more
- * than drop_max_misses loads that only it needs and that would push out a cached expert (a load
- * into a free slot costs its read only). Once dropped it stays out. */
+/* Before layer `layer` of a verify pass: the draft row goes on unless the lookahead predicts that
+ * the loads only it needs and that would push out a cached expert (a load into a free slot costs
+ * its read only) add up this pass to more than drop_max_misses. Once dropped it stays out. */
 static int meter_keep_rows(void *ctx, int layer, int nb)
 {
     expert_meter *mt = ctx;
     if (nb < 2 || !mt->drop_enabled || mt->guess_layer != layer) return mt->rows_now = nb;
     int own = 0;
     for (int i = 0; i < mt->top_k; i++) own += !is_resident(mt, layer, mt->guess[0][i]);
-    if (evicting(mt, own, draft_only_misses(mt, layer, mt->guess[1], mt->guess[0])) > mt->drop_max_misses) {
+    mt->predicted += evicting(mt, own, draft_only_misses(mt, layer, mt->guess[1], mt->guess[0]));
+    if (mt->predicted > mt->drop_max_misses) {
         mt->dropped = 1;
         return mt->rows_now = 1;
     }
@@ -147,7 +148,7 @@ void meter_begin(expert_meter *mt, meter_pass kind, int drop_enabled, int drop_m
     mt->drop_max_misses = drop_max_misses;
     mt->rows_now = kind == PASS_VERIFY ? 2 : 1;
     mt->route_layer = mt->guess_layer = -1;
-    mt->dropped = 0;
+    mt->dropped = mt->predicted = 0;
     mt->misses = mt->draft_misses = mt->draft_evictions = 0;
     mt->wait_s = 0;
     if (!req) return;

@@ -84,6 +84,9 @@ typedef struct {
     int (*expert_resident)(void *ctx, int layer, int expert);
     int (*expert_free_slots)(void *ctx);  /* slots free now (a load into one evicts nothing); NULL: none */
     void *resident_ctx;
+    /* 1: an auto draft row leaves at its first predicted evicting load; 0: after as many as the
+     * running costs say an accepted draft pays for (a test pins the rule with 1) */
+    int drop_at_first_load;
 } gen_options;
 
 typedef struct {

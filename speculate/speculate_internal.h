@@ -24,7 +24,9 @@ typedef struct {
     /* the current pass */
     meter_pass kind;
     int drop_enabled;         /* a verify pass may drop its draft row */
-    int drop_max_misses;      /* drop when the draft row's predicted misses exceed this */
+    int drop_max_misses;      /* drop when the draft row's predicted evicting loads in this pass
+                                 would exceed this */
+    int predicted;            /* the draft row's predicted evicting loads so far this pass */
     int rows_now;
     int route_layer, routes[2][METER_MAX_K];  /* rows 0 and 1 of the layer being computed */
     int guess_layer, guess[2][METER_MAX_K];   /* rows 0 and 1 of the next layer's prediction */

@@ -141,7 +141,8 @@ static int run_generate(fixture *f, int mtp, double temp, double top_p, uint64_t
     token_list got = {out, 0, n_new};
     gen_options o = {.mtp = mtp, .max_new = n_new, .eos_id = -1, .ctx = NP + n_new + 4, .prefill_chunk = 16,
                      .sampler = s, .on_token = collect, .token_ctx = &got,
-                     .expert_resident = missing_every ? partly_resident : NULL, .resident_ctx = &missing_every};
+                     .expert_resident = missing_every ? partly_resident : NULL, .resident_ctx = &missing_every,
+                     .drop_at_first_load = 1};
     int rc = model_reserve_scratch(f->m, o.prefill_chunk, o.ctx, err, sizeof err);
     if (rc == 0) rc = generate(f->m, &f->ep, prompt, NP, &o, st, err, sizeof err);
     CHECK(rc == 0, "generate: %s", err);
