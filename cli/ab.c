@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "cli/cli.h"
@@ -36,9 +37,10 @@ static double stall_pct(const run_result *r)
     return r->have_cache && total > 0 ? 100.0 * r->cache.stall_ns * 1e-9 / total : 0;
 }
 
-static int collect_rows(const run_result *runs, ab_row *rows)
+/* cpu_s: each run's process CPU seconds (user + system), a cost a busy machine barely changes. */
+static int collect_rows(const run_result *runs, const double *cpu_s, ab_row *rows)
 {
-    double v[12][AB_RUNS];
+    double v[13][AB_RUNS];
     for (int i = 0; i < AB_RUNS; i++) {
         const run_result *r = &runs[i];
         v[0][i] = dsspec_decode_tokens_per_second(&r->gen);
@@ -53,12 +55,13 @@ static int collect_rows(const run_result *runs, ab_row *rows)
         v[9][i] = r->peak_rss / 1048576.0;
         v[10][i] = r->plan.slots;
         v[11][i] = per_token((double)r->gen.draft_expert_loads, r);
+        v[12][i] = per_token(cpu_s[i] * 1e3, r);
     }
     static const char *names[] = {"decode tokens/s", "generated tokens", "main-model passes", "tokens per main pass",
                                   "MTP acceptance %", "experts loaded / token", "MiB read / token",
                                   "cache hit rate %", "I/O stall % of time", "peak RSS MiB", "expert cache slots",
-                                  "draft-only loads / token"};
-    static const char *fmts[] = {"%.2f", "%.0f", "%.0f", "%.3f", "%.1f", "%.2f", "%.2f", "%.1f", "%.1f", "%.1f", "%.0f", "%.2f"};
+                                  "draft-only loads / token", "CPU ms / token (whole run)"};
+    static const char *fmts[] = {"%.2f", "%.0f", "%.0f", "%.3f", "%.1f", "%.2f", "%.2f", "%.1f", "%.1f", "%.1f", "%.0f", "%.2f", "%.3f"};
     int n = (int)(sizeof names / sizeof names[0]);
     for (int k = 0; k < n; k++) {
         rows[k] = (ab_row){.name = names[k], .fmt = fmts[k]};
@@ -161,7 +164,7 @@ static void child_run(run_options *o, int fd)
  * allocator's arenas, libraries' caches), and the plan sizes the expert cache from the process's
  * resident size: run in one process, each mode would get a smaller cache than the one before. A
  * fresh child per mode plans from the same starting size, and its peak RSS is its own. */
-static int run_in_child(run_options *o, run_result *res)
+static int run_in_child(run_options *o, run_result *res, double *cpu_s)
 {
     int fds[2];
     memset(res, 0, sizeof *res);
@@ -176,7 +179,10 @@ static int run_in_child(run_options *o, run_result *res)
     if (got && res->n_tokens > 0 && (!res->tokens || read_all(fds[0], res->tokens, (size_t)res->n_tokens * sizeof(int)))) got = 0;
     close(fds[0]);
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {}
+    *cpu_s = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
     if (rc == 0 && !got) rc = 1;
     if (rc) { free(res->tokens); memset(res, 0, sizeof *res); }
@@ -185,13 +191,13 @@ static int run_in_child(run_options *o, run_result *res)
 }
 
 /* The three runs, interleaved with nothing else: each from a cold cache, each in its own process. */
-static int run_all(run_options *o, run_result *runs)
+static int run_all(run_options *o, run_result *runs, double *cpu_s)
 {
     static const char *labels[AB_RUNS] = {"ab 1/3 MTP off", "ab 2/3 MTP on", "ab 3/3 MTP auto"};
     for (int k = 0; k < AB_RUNS; k++) {
         o->engine.mtp = run_modes[k];
         o->progress_label = labels[k];
-        int rc = run_in_child(o, &runs[k]);
+        int rc = run_in_child(o, &runs[k], &cpu_s[k]);
         if (rc) {
             for (int i = 0; i < k; i++) run_result_free(&runs[i]);
             return rc;
@@ -233,11 +239,12 @@ int cli_ab(int argc, char **argv)
     o.argc = argc;
     o.argv = argv;
     run_result runs[AB_RUNS];
-    if ((rc = run_all(&o, runs))) return rc;
+    double cpu_s[AB_RUNS];
+    if ((rc = run_all(&o, runs, cpu_s))) return rc;
     int greedy = o.gen.temperature == 0;
     int identical = same_tokens(&runs[0], &runs[1]) && same_tokens(&runs[0], &runs[2]);
     ab_row rows[16];
-    int nrows = collect_rows(runs, rows);
+    int nrows = collect_rows(runs, cpu_s, rows);
     print_table(rows, nrows, greedy, identical, &runs[1], stdout);
     if (report) rc = write_ab_report(report, &o, &runs[0], rows, nrows, greedy, identical);
     if (!identical) rc = 1;
