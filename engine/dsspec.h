@@ -260,6 +260,7 @@ typedef struct dsspec_gen_stats {
      * with those only drafting needed (the draft row's own experts, the MTP layer's). */
     int rows_dropped;
     uint64_t decode_expert_loads, draft_expert_loads;
+    double decode_cpu_seconds;   /* the process's CPU time while decoding: a cost a busy machine barely changes */
     /* Expert requests to the cache and loads from disk (with bytes) while the prompt was processed
      * (0 with DSSPEC_EXPERTS_DIRECT); per prompt row they show whether each needed expert is read
      * once per chunk. */

@@ -17,6 +17,13 @@ static double now_seconds(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 /* A running mean that follows a regime change within ~8 samples; n = 0: no sample yet. A sample
  * above 3x the mean counts as 3x: on a shared machine one pass preempted for a few milliseconds
  * would otherwise swing the estimate for many steps, while a real slowdown still shows within a
@@ -42,11 +49,17 @@ typedef struct {
     ewma draft_charge;       /* per drafting step: its draft loads x miss_cost */
     double step_charge;      /* the charge of the MTP pass whose draft the next verify checks */
     double debt;
-    int prefer_draft;        /* what the estimates picked last */
-    int since_explore, explore_gap;
+    int since_explore;
+    double explore_budget;   /* seconds exploration may still lose: 1/EXPLORE_SHARE of each step */
 } draft_policy;
 
-enum { EXPLORE_GAP_MIN = 32, EXPLORE_GAP_MAX = 256 };
+/* The mode the estimates do not pick is tried at most once per EXPLORE_GAP_MIN steps and only while
+ * what such tries lost (estimated) stays under 1/EXPLORE_SHARE of the run's time: a try that costs
+ * ten plain steps (a cold MTP layer) waits ten times longer than one that costs one. */
+enum { EXPLORE_GAP_MIN = 32, EXPLORE_SHARE = 64 };
+/* ... and at least once per EXPLORE_GAP_MAX steps whatever the budget: an estimate taken at a bad
+ * moment (the cold cache of the first steps, a preempted pass) must not stand for the whole run. */
+enum { EXPLORE_GAP_MAX = 128 };
 enum { MTP_KV_BATCH = 16 }; /* KV-only MTP rows written per pass at most (within the reserved rows) */
 
 typedef struct {
@@ -256,9 +269,10 @@ static int decode_plain(decoder *d, int last)
 
 /* Whether the next step drafts. The choice uses only what is already known (timings, past
  * acceptance, room left), never the token the step will draw, so the output stays exact. Tokens per
- * second: drafting (1 + a) / (verify pass + drafting MTP pass), plain 1 / (1-row pass + KV-only MTP
- * pass). Until both are measured it tries each; after that the mode the estimates do not pick is
- * tried once every explore_gap steps, the gap doubling while the pick holds. */
+ * second: drafting (1 + a) / (verify pass + drafting MTP pass + draft_charge), plain 1 / (1-row pass
+ * + KV-only MTP pass), a counting drafts dropped mid-pass as rejected. Until both are measured it
+ * tries each; after that the mode the estimates do not pick is tried within the exploration
+ * budget (EXPLORE_SHARE). */
 static int choose_draft(decoder *d)
 {
     const gen_options *o = d->o;
@@ -270,16 +284,16 @@ static int choose_draft(decoder *d)
     if (!p->plain_pass.n) { st->no_draft_explore++; return 0; } /* mtp_kv: 0 until its first batch */
     double a = (st->accepted + 1.0) / (st->drafts + st->rows_dropped + 2.0);
     double draft_cost = p->verify_pass.v + p->mtp_draft.v + (p->draft_charge.n ? p->draft_charge.v : 0);
-    double draft_rate = (1 + a) / draft_cost, plain_rate = 1 / (p->plain_pass.v + p->mtp_kv.v);
-    int best = draft_rate > plain_rate;
-    if (best != p->prefer_draft) {
-        p->prefer_draft = best;
-        p->explore_gap = EXPLORE_GAP_MIN;
+    double plain_cost = p->plain_pass.v + p->mtp_kv.v;
+    int best = (1 + a) / draft_cost > 1 / plain_cost;
+    /* what one step of the other mode loses against the pick, for the tokens it yields */
+    double loss = best ? plain_cost - draft_cost / (1 + a) : draft_cost - (1 + a) * plain_cost;
+    p->explore_budget += (best ? draft_cost : plain_cost) / EXPLORE_SHARE;
+    if (loss < 0) loss = 0;
+    ++p->since_explore;
+    if ((p->since_explore >= EXPLORE_GAP_MIN && p->explore_budget >= loss) || p->since_explore >= EXPLORE_GAP_MAX) {
         p->since_explore = 0;
-    }
-    if (++p->since_explore >= p->explore_gap) {
-        p->since_explore = 0;
-        p->explore_gap = p->explore_gap * 2 > EXPLORE_GAP_MAX ? EXPLORE_GAP_MAX : p->explore_gap * 2;
+        p->explore_budget -= loss;
         if (best) st->no_draft_explore++;
         else st->draft_explore++;
         return !best;
@@ -378,9 +392,11 @@ static int decode_mtp(decoder *d, int last, int draft, int fresh)
 
 static int decode(decoder *d, int last, int draft, int fresh)
 {
+    double cpu0 = cpu_seconds();
     int rc = d->o->mtp ? decode_mtp(d, last, draft, fresh) : decode_plain(d, last);
     if (rc == 0 && flush_mtp_kv(d)) rc = -1;
     gen_stats *st = d->st;
+    st->decode_cpu_seconds = cpu_seconds() - cpu0;
     st->est_plain_s = d->pol.plain_pass.v;
     st->est_verify_s = d->pol.verify_pass.v;
     st->est_mtp_kv_s = d->pol.mtp_kv.v;
@@ -441,7 +457,7 @@ int generate(model *m, expert_provider *ep, const int *prompt, int n_prompt, con
     gen_options opts = *o;
     opts.prefill_chunk = chunk;
     decoder d = {.m = m, .ep = ep, .o = &opts, .st = st, .n_prompt = n_prompt, .V = c->vocab_size, .H = c->hidden_size,
-                 .rng_base = o->sampler->state, .pol = {.explore_gap = EXPLORE_GAP_MIN}, .err = err, .errlen = errlen};
+                 .rng_base = o->sampler->state, .err = err, .errlen = errlen};
     int rc = -1;
     dtype_t kvt = o->kv_bf16 ? DTYPE_BF16 : DTYPE_F32;
     d.kv = kv_cache_create(c, 0, c->num_hidden_layers, o->ctx, kvt);

@@ -94,6 +94,7 @@ typedef struct {
     int main_passes;         /* decode passes of the main model (prefill excluded) */
     int drafts, accepted;
     double prefill_seconds, decode_seconds;
+    double decode_cpu_seconds; /* the process's CPU time while decoding (all threads) */
     /* Per decode step with MTP: passes without a draft and why (the estimates favour no draft; a
      * plain step re-measured while drafting wins; no room for a draft row: --ctx or -n ends), drafts
      * made only to re-measure, and the time spent in MTP passes that only keep its KV complete

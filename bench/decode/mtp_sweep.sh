@@ -7,7 +7,7 @@
 #   costs it slots). KIND cache: the points are --cache-gib values (every mode gets the same slots:
 #   the comparison of the decode loops alone).
 # Prints per point each mode's cache share, decode tokens/s as median [min, max], expert loads per
-# token and CPU ms per token of the whole run (both barely move with the machine's load: what the
+# token and the decode's CPU ms per token (both barely move with the machine's load: what the
 # disk must deliver and what the cores must compute), and whether auto >= 0.97 x max(off, on) and
 # auto > off wherever on > off (on medians).
 #   usage: bench/decode/mtp_sweep.sh [BUILD_DIR] [REPEATS] [POINTS] [TOKENS] [KIND] -- [extra ab flags]
@@ -31,14 +31,14 @@ import json, statistics, sys, glob
 out, budgets, flag = sys.argv[1], sys.argv[2].split(","), sys.argv[3]
 modes = ("mtp_off", "mtp_on", "mtp_auto")
 print(f"{flag:>12} {'slots off/on,auto':>17} {'MTP off tok/s':>20} {'MTP on tok/s':>20} {'MTP auto tok/s':>20}"
-      f" {'loads/token off/on/auto':>24} {'CPU ms/token off/on/auto':>25} {'auto drafts %':>13} {'dropped':>7}  target")
+      f" {'loads/token off/on/auto':>24} {'decode CPU ms/tok off/on/auto':>29} {'auto drafts %':>13} {'dropped':>7}  target")
 ok_all, ident = True, True
 for b in budgets:
     runs = [json.load(open(f)) for f in sorted(glob.glob(f"{out}/{b}.*.json"))]
     col = {m: [r[m]["decode tokens/s"] for r in runs] for m in modes}
     med = {m: statistics.median(v) for m, v in col.items()}
     loads = "/".join(f"{statistics.median(r[m]['experts loaded / token'] for r in runs):.2f}" for m in modes)
-    cpu = "/".join(f"{statistics.median(r[m]['CPU ms / token (whole run)'] for r in runs):.3f}" for m in modes)
+    cpu = "/".join(f"{statistics.median(r[m]['decode CPU ms / token'] for r in runs):.3f}" for m in modes)
     drafts = statistics.median(r["auto_draft_pass_pct"] for r in runs)
     dropped = statistics.median(r.get("auto_rows_dropped", 0) for r in runs)
     cell = lambda m: f"{med[m]:.0f} [{min(col[m]):.0f}, {max(col[m]):.0f}]"
@@ -47,7 +47,7 @@ for b in budgets:
     ok = ok and all(r["outputs_identical"] for r in runs)
     ok_all &= ok
     share = f"{int(runs[0]['mtp_off']['expert cache slots'])}/{int(runs[0]['mtp_on']['expert cache slots'])} of {runs[0]['total_experts']}"
-    print(f"{b:>12} {share:>17} {cell('mtp_off'):>20} {cell('mtp_on'):>20} {cell('mtp_auto'):>20} {loads:>24} {cpu:>25} {drafts:>13.1f} {dropped:>7.0f}  {'met' if ok else 'NOT MET'}")
+    print(f"{b:>12} {share:>17} {cell('mtp_off'):>20} {cell('mtp_on'):>20} {cell('mtp_auto'):>20} {loads:>24} {cpu:>29} {drafts:>13.1f} {dropped:>7.0f}  {'met' if ok else 'NOT MET'}")
 print(f"{len(runs)} runs per point; outputs identical in every run: {ident}")
 sys.exit(0 if ok_all else 1)
 PY
