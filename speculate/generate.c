@@ -46,6 +46,7 @@ static void ewma_add(ewma *e, double x)
 typedef struct {
     ewma plain_pass, verify_pass, mtp_kv, mtp_draft;
     ewma miss_cost;          /* seconds a pass waits per expert load */
+    ewma hit_rate;           /* of expert requests: how likely an evicted expert was still to be hit */
     ewma draft_charge;       /* per drafting step: its draft loads x miss_cost */
     double step_charge;      /* the charge of the MTP pass whose draft the next verify checks */
     double debt;
@@ -212,11 +213,14 @@ static double book_pass(decoder *d, double dt, double *charge)
     const expert_meter *mt = &d->meter;
     draft_policy *p = &d->pol;
     if (mt->misses > 0) ewma_add(&p->miss_cost, mt->wait_s / mt->misses);
-    double per_miss = p->miss_cost.n ? p->miss_cost.v : 0;
+    if (mt->requests > 0) ewma_add(&p->hit_rate, 1.0 - (double)mt->misses / mt->requests);
+    /* an eviction costs a reload only if the evicted expert would have been hit before leaving
+     * anyway: with the cache's hit rate */
+    double per_miss = p->miss_cost.n ? p->miss_cost.v : 0, reload = per_miss * (p->hit_rate.n ? p->hit_rate.v : 1);
     int own = mt->misses - mt->draft_misses;
     double repaid = own < p->debt ? own : p->debt;
-    p->debt = (p->debt - repaid) * 0.875 + mt->draft_evictions;
-    if (charge) *charge += mt->draft_evictions * per_miss;
+    p->debt = (p->debt - repaid) * 0.875 + mt->draft_evictions * (p->hit_rate.n ? p->hit_rate.v : 1);
+    if (charge) *charge += mt->draft_evictions * reload;
     d->st->expert_loads += mt->misses;
     d->st->draft_expert_loads += mt->draft_misses;
     double booked = dt - repaid * per_miss;
@@ -224,13 +228,14 @@ static double book_pass(decoder *d, double dt, double *charge)
 }
 
 /* The evicting loads a draft row may make in one verify pass before it is dropped: each costs its
- * read now and a reload later, against the plain step an accepted draft saves. */
+ * read now and (with the hit rate's odds) a reload later, against the plain step an accepted draft
+ * saves. */
 static int draft_load_allowance(const decoder *d)
 {
     const draft_policy *p = &d->pol;
     if (d->o->drop_at_first_load || !p->miss_cost.n || p->miss_cost.v <= 0 || !p->plain_pass.n) return 0;
     double a = (d->st->accepted + 1.0) / (d->st->drafts + d->st->rows_dropped + 2.0);
-    double n = a * (p->plain_pass.v + p->mtp_kv.v) / (2 * p->miss_cost.v);
+    double n = a * (p->plain_pass.v + p->mtp_kv.v) / ((1 + (p->hit_rate.n ? p->hit_rate.v : 1)) * p->miss_cost.v);
     return n < 1 << 20 ? (int)n : 1 << 20;
 }
 

@@ -56,6 +56,7 @@ static void meter_want(void *self, int layer, const int *experts, int n)
     if (mt->kind == PASS_DRAFT) draft = miss;
     else if (mt->kind == PASS_VERIFY && mt->rows_now == 2 && mt->route_layer == layer)
         draft = draft_only_misses(mt, layer, mt->routes[1], mt->routes[0]);
+    mt->requests += n;
     mt->misses += miss;
     mt->draft_misses += draft;
     mt->draft_evictions += evicting(mt, miss - draft, draft);
@@ -149,7 +150,7 @@ void meter_begin(expert_meter *mt, meter_pass kind, int drop_enabled, int drop_m
     mt->rows_now = kind == PASS_VERIFY ? 2 : 1;
     mt->route_layer = mt->guess_layer = -1;
     mt->dropped = mt->predicted = 0;
-    mt->misses = mt->draft_misses = mt->draft_evictions = 0;
+    mt->requests = mt->misses = mt->draft_misses = mt->draft_evictions = 0;
     mt->wait_s = 0;
     if (!req) return;
     req->on_route = meter_route;

@@ -32,7 +32,7 @@ typedef struct {
     int guess_layer, guess[2][METER_MAX_K];   /* rows 0 and 1 of the next layer's prediction */
     int dropped;              /* the draft row left this pass */
     /* per pass, reset by meter_begin */
-    int misses, draft_misses;
+    int requests, misses, draft_misses;
     int draft_evictions;      /* draft misses that found no free slot: each pushed out an entry */
     double wait_s;
 } expert_meter;
