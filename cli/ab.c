@@ -88,10 +88,10 @@ static void print_table(const ab_row *rows, int n, int greedy, int identical, co
     }
     fprintf(out, "%-24s %44s\n", greedy ? "greedy outputs identical" : "sampled outputs identical", identical ? "yes" : "NO");
     const run_result *au = on + 1;
-    fprintf(out, "MTP auto drafted on %.1f%% of its passes (%d without a draft: %d by the estimates, %d re-measuring, %d at the end; "
-            "%d draft rows dropped mid-pass)\n",
+    fprintf(out, "MTP auto drafted on %.1f%% of its passes (%d without a draft: %d by the estimates, %d re-measuring, %d at the end, "
+            "%d drafts whose odds did not pay; %d draft rows dropped mid-pass)\n",
             au->gen.main_passes ? 100.0 * au->gen.drafts / au->gen.main_passes : 0, au->gen.plain_steps, au->gen.no_draft_cost,
-            au->gen.no_draft_explore, au->gen.no_draft_end, au->gen.rows_dropped);
+            au->gen.no_draft_explore, au->gen.no_draft_end, au->gen.low_odds_drafts, au->gen.rows_dropped);
     fprintf(out, "cache: %d slots of %d experts, each run from a cold (empty) cache; io %s%s\n", on->plan.slots,
             on->plan.total_experts, on->plan.io_backend ? on->plan.io_backend : "?", greedy ? "" : "; sampled (same seed)");
 }

@@ -259,6 +259,7 @@ typedef struct dsspec_gen_stats {
      * been loaded; the step emits one token, not counted in drafts), and the decode's expert loads
      * with those only drafting needed (the draft row's own experts, the MTP layer's). */
     int rows_dropped;
+    int low_odds_drafts;         /* auto drafts not verified: their calibrated odds did not pay (plain steps) */
     uint64_t decode_expert_loads, draft_expert_loads;
     double decode_cpu_seconds;   /* the process's CPU time while decoding: a cost a busy machine barely changes */
     /* Expert requests to the cache and loads from disk (with bytes) while the prompt was processed

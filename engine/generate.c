@@ -167,6 +167,7 @@ static void fill_stats(dsspec_gen_stats *st, const gen_stats *gs, int rc, const 
     st->est_mtp_kv_s = gs->est_mtp_kv_s;
     st->est_mtp_draft_s = gs->est_mtp_draft_s;
     st->rows_dropped = gs->rows_dropped;
+    st->low_odds_drafts = gs->low_odds_drafts;
     st->decode_cpu_seconds = gs->decode_cpu_seconds;
     st->decode_expert_loads = (uint64_t)gs->expert_loads;
     st->draft_expert_loads = (uint64_t)gs->draft_expert_loads;

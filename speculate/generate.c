@@ -4,6 +4,7 @@
  * auto when a draft does not pay), a step is one row; with MTP on or auto the MTP layer still
  * writes its KV entry for that row (no experts, no attention: see mtp_forward), so a draft can
  * follow at any step. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,9 @@ typedef struct {
     ewma hit_rate;           /* of expert requests: how likely an evicted expert was still to be hit */
     ewma draft_charge;       /* per drafting step: its draft loads x miss_cost */
     double step_charge;      /* the charge of the MTP pass whose draft the next verify checks */
+    double draft_p_sum;      /* the MTP's own probability of each verified draft, summed: with
+                                st->accepted it calibrates a draft's odds of acceptance */
+    double pending_p;        /* that probability for the draft the next verify checks */
     double debt;
     int since_explore;
     double explore_budget;   /* seconds exploration may still lose: 1/EXPLORE_SHARE of each step */
@@ -307,6 +311,29 @@ static int choose_draft(decoder *d)
     return best;
 }
 
+/* The MTP's probability of its own draft (softmax of the drafting row's logits at the argmax). */
+static double draft_probability(const decoder *d, int draft)
+{
+    const float *l = d->mtp_logits;
+    double z = 0;
+    for (int v = 0; v < d->V; v++) z += exp((double)l[v] - l[draft]);
+    return 1 / z;
+}
+
+/* Auto, after drafting: whether verifying this draft pays. Its odds of acceptance are the MTP's
+ * probability scaled by how often such probabilities were right so far; verifying costs the
+ * 2-row pass over a plain one plus the draft row's loads, and an accepted draft saves a plain step.
+ * The MTP pass is already paid either way; the emitted token never depends on this choice. */
+static int verify_pays(decoder *d, int draft)
+{
+    const draft_policy *p = &d->pol;
+    d->pol.pending_p = draft_probability(d, draft);
+    if (d->o->mtp != GEN_MTP_AUTO || !p->plain_pass.n || !p->verify_pass.n || d->st->drafts < 8) return 1;
+    double odds = d->pol.pending_p * (d->st->accepted + 1.0) / (p->draft_p_sum + 1.0);
+    double extra = p->verify_pass.v - p->plain_pass.v + (p->draft_charge.n ? p->draft_charge.v : 0);
+    return (odds < 1 ? odds : 1) * (p->plain_pass.v + p->mtp_kv.v) > extra;
+}
+
 /* After a pass: the MTP over its rows (hidden[i] with next[i] at pos0 + i), drafting the next token
  * when choose_draft says so (*draft, else -1), else only writing the MTP KV entries. */
 static int mtp_after(decoder *d, const float *hidden, const int *next, int pos0, int nb, int *draft)
@@ -320,6 +347,10 @@ static int mtp_after(decoder *d, const float *hidden, const int *next, int pos0,
         ewma_add(&d->pol.mtp_draft, book_pass(d, dt, &charge));
         d->pol.step_charge = charge;
         d->st->mtp_draft_seconds += dt;
+        if (!verify_pays(d, *draft)) {
+            d->st->low_odds_drafts++;
+            *draft = -1;
+        }
         return 0;
     }
     *draft = -1;
@@ -347,6 +378,7 @@ static int verify_step(decoder *d, int *last, int *draft)
         t0 = pick_at(d, d->logits, L + 1);
     } else {
         d->st->drafts++;
+        d->pol.draft_p_sum += d->pol.pending_p;
         accepted = verify_at(d, d->logits, L + 1, *draft, &t0);
     }
     if (accepted) {

@@ -103,6 +103,9 @@ typedef struct {
     /* Verify passes that dropped their draft row before a layer whose experts for it would have
      * been loaded (auto): the step emits one token, exactly as without the draft. Not in drafts. */
     int rows_dropped;
+    /* Drafts not verified (auto): the MTP's own probability of the draft, calibrated by past
+     * acceptance, said the 2-row pass would not pay; the step went plain (counted in plain_steps). */
+    int low_odds_drafts;
     /* Expert loads of decode passes, and those only a draft needed (the draft row's own experts in
      * a verify pass, the MTP layer's when drafting): what drafting costs in reads. */
     long expert_loads, draft_expert_loads;

@@ -165,9 +165,9 @@ static void greedy_long(fixture *f, const char *dir)
     CHECK(sa.main_passes == N - 1 - sa.accepted && sa.drafts + sa.rows_dropped + sa.plain_steps == sa.main_passes,
           "%s: auto: %d passes = %d drafts + %d dropped + %d plain for %d tokens with %d accepted", dir, sa.main_passes,
           sa.drafts, sa.rows_dropped, sa.plain_steps, N, sa.accepted);
-    CHECK(sa.plain_steps == sa.no_draft_cost + sa.no_draft_explore + sa.no_draft_end,
-          "%s: auto: %d plain steps but reasons %d + %d + %d", dir, sa.plain_steps, sa.no_draft_cost, sa.no_draft_explore,
-          sa.no_draft_end);
+    CHECK(sa.plain_steps == sa.no_draft_cost + sa.no_draft_explore + sa.no_draft_end + sa.low_odds_drafts,
+          "%s: auto: %d plain steps but reasons %d + %d + %d + %d", dir, sa.plain_steps, sa.no_draft_cost,
+          sa.no_draft_explore, sa.no_draft_end, sa.low_odds_drafts);
     printf("%s: greedy %d tokens identical with MTP auto (%d drafts, %d dropped mid-pass, %d plain steps)\n", dir, N,
            sa.drafts, sa.rows_dropped, sa.plain_steps);
     printf("%s: greedy %d tokens identical with MTP on (%d of %d drafts accepted, %d vs %d main passes)\n",
