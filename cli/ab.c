@@ -230,7 +230,7 @@ int cli_ab(int argc, char **argv)
     run_options_defaults(&o);
     int n;
     const flag *flags = run_flags(&o, &n);
-    int rc = flags_parse("ab", "usage: dsspec ab [run flags]\nRuns the prompt with --mtp off, on and auto (same seed, cold cache each), and prints one table.\n--report FILE writes the table as JSON; --mtp, --telemetry, --trace-out, --print-ids and --quiet are refused. The three outputs must be identical (greedy or sampled).\n",
+    int rc = flags_parse("ab", "usage: dsspec ab [run flags]\nRuns the prompt with --mtp off, on and auto (same seed, each in its own process from a cold cache), and prints one table.\n--report FILE writes the table as JSON; --mtp, --telemetry, --trace-out, --print-ids and --quiet are refused. The three outputs must be identical (greedy or sampled).\n",
                          flags, n, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : rc;
     if ((rc = run_options_finish(&o, "ab")) || (rc = refuse_run_only_flags(&o))) return rc;
