@@ -40,8 +40,9 @@ static void ewma_add(ewma *e, double x)
 /* --mtp auto's state: per-part costs of a step, and when to try the mode the estimates do not pick
  * (a cache that fills or empties, a prompt whose acceptance changes, a machine that gets busy).
  * Expert loads a draft causes are charged to drafting: its own loads (already in the pass times)
- * and, for each that found no free slot, one later reload of what it evicted (draft_charge, at
- * miss_cost each); that reload lands in some later pass, whose booked time leaves it out (debt:
+ * and, for each that found no free slot, a later reload of what it evicted with the odds of the
+ * hit rate (draft_charge, at miss_cost each); that reload lands in some later pass, whose booked
+ * time leaves it out (debt:
  * charged reloads not yet seen, fading, since an evicted expert that is not asked for again
  * within a few tokens costs nothing). */
 typedef struct {
@@ -218,8 +219,8 @@ static double book_pass(decoder *d, double dt, double *charge)
     draft_policy *p = &d->pol;
     if (mt->misses > 0) ewma_add(&p->miss_cost, mt->wait_s / mt->misses);
     if (mt->requests > 0) ewma_add(&p->hit_rate, 1.0 - (double)mt->misses / mt->requests);
-    /* an eviction costs a reload only if the evicted expert would have been hit before leaving
-     * anyway: with the cache's hit rate */
+    /* an eviction costs a reload only when the evicted expert would otherwise have been hit
+     * again before leaving the cache: counted at the cache's hit rate */
     double per_miss = p->miss_cost.n ? p->miss_cost.v : 0, reload = per_miss * (p->hit_rate.n ? p->hit_rate.v : 1);
     int own = mt->misses - mt->draft_misses;
     double repaid = own < p->debt ? own : p->debt;
