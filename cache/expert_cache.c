@@ -443,6 +443,18 @@ const char *expert_cache_error(void *cache)
     return ((expert_cache *)cache)->err;
 }
 
+int expert_cache_resident(const void *cache, int layer, int expert)
+{
+    const expert_cache *c = cache;
+    int k = key_of(c, layer, expert);
+    return k >= 0 && c->slot_of_key[k] >= 0;
+}
+
+int expert_cache_free_slots(const void *cache)
+{
+    return ((const expert_cache *)cache)->n_free;
+}
+
 expert_provider expert_cache_provider(expert_cache *c)
 {
     return (expert_provider){.self = c, .want = expert_cache_want, .acquire_any = expert_cache_acquire_any,

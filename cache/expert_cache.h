@@ -136,6 +136,11 @@ void expert_cache_release(void *cache, int layer, int expert);
 void expert_cache_prefetch(void *cache, int layer, const int *experts, int n);
 /* The last error line (empty when none). */
 const char *expert_cache_error(void *cache);
+/* Whether the expert holds a slot now (ready or loading): a request for it now would be a hit.
+ * Read-only; the speculative decoder asks it before letting a draft row into a layer. */
+int expert_cache_resident(const void *cache, int layer, int expert);
+/* Slots holding nothing now: a load that finds one evicts nothing. */
+int expert_cache_free_slots(const void *cache);
 
 /* ---------------------------------------------------------------- telemetry */
 

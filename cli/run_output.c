@@ -101,6 +101,10 @@ static void add_mtp_steps(cJSON *j, const dsspec_gen_stats *g)
     cJSON_AddNumberToObject(m, "no_draft_explore", g->no_draft_explore);
     cJSON_AddNumberToObject(m, "no_draft_end", g->no_draft_end);
     cJSON_AddNumberToObject(m, "draft_explore", g->draft_explore);
+    cJSON_AddNumberToObject(m, "rows_dropped", g->rows_dropped);
+    cJSON_AddNumberToObject(m, "low_odds_drafts", g->low_odds_drafts);
+    cJSON_AddNumberToObject(m, "expert_loads", (double)g->decode_expert_loads);
+    cJSON_AddNumberToObject(m, "draft_expert_loads", (double)g->draft_expert_loads);
 }
 
 /* One whole line or none: a write that fails (a full disk) is cut back to where the line began

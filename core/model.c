@@ -353,8 +353,13 @@ int model_forward(model *m, kv_cache *kv, expert_provider *ep, const int *tokens
     int H = c->hidden_size;
     if (check_batch(m, kv, pos, nb, err, errlen)) return -1;
     if (model_embed(m, m->embed, tokens, nb, x, err, errlen)) return -1;
-    for (int l = 0; l < c->num_hidden_layers; l++)
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        if (l > 0 && req && req->keep_rows) {
+            int keep = req->keep_rows(req->keep_ctx, l, nb);
+            nb = keep < 1 ? 1 : keep < nb ? keep : nb;
+        }
         if (decoder_layer(m, l, kv, ep, x, pos, nb, req, err, errlen)) return -1;
+    }
     rmsnorm_rows(x, m->final_norm, H, c->rms_norm_eps, nb, x);
     if (req && req->hidden) memcpy(req->hidden, x, (size_t)nb * H * sizeof(float));
     if (req && req->logits && req->logits_from < nb)

@@ -64,6 +64,12 @@ typedef struct {
     int prefetch;          /* d >= 1: apply layers l+1..l+d's routers to layer l's residual and hand their
                             * guesses to ep->prefetch; 0: off */
     int prefetch_guesses;  /* guesses per row and layer, most confident first; 0: the router's top_k */
+    /* Optional: before each layer after the first, how many of the current rows go on; the others
+     * are dropped from the end of the batch (their KV entries stop below this layer, hidden and
+     * logits are written for the kept rows only). A row attends only to positions up to its own,
+     * so dropping later rows leaves the kept rows' numbers unchanged (a speculative draft row). */
+    int (*keep_rows)(void *ctx, int layer, int nb);
+    void *keep_ctx;
 } forward_request;
 
 /* Rows tokens[0..nb) at positions pos[0..nb) (each row attends to positions 0..pos[b] of kv, rows of

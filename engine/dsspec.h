@@ -257,6 +257,13 @@ typedef struct dsspec_gen_stats {
     int plain_steps, no_draft_cost, no_draft_explore, no_draft_end, draft_explore;
     double mtp_kv_seconds, mtp_draft_seconds;
     double est_plain_pass_s, est_verify_pass_s, est_mtp_kv_s, est_mtp_draft_s;
+    /* Verify passes whose draft row was dropped mid-pass (auto: its next layer's experts would have
+     * been loaded; the step emits one token, not counted in drafts), and the decode's expert loads
+     * with those only drafting needed (the draft row's own experts, the MTP layer's). */
+    int rows_dropped;
+    int low_odds_drafts;         /* auto drafts not verified: their calibrated odds did not pay (plain steps) */
+    uint64_t decode_expert_loads, draft_expert_loads;
+    double decode_cpu_seconds;   /* the process's CPU time while decoding: a cost a busy machine barely changes */
     /* Expert requests to the cache and loads from disk (with bytes) while the prompt was processed
      * (0 with DSSPEC_EXPERTS_DIRECT); per prompt row they show whether each needed expert is read
      * once per chunk. */

@@ -75,6 +75,7 @@ static int relay_step(void *ctx, int generated)
         live->no_draft_explore = r->gs->no_draft_explore;
         live->no_draft_end = r->gs->no_draft_end;
         live->draft_explore = r->gs->draft_explore;
+        live->rows_dropped = r->gs->rows_dropped;
     }
     if (!r->p->on_step) return 0;
     r->stopped = r->p->on_step(r->p->ctx, generated) != 0;
@@ -165,12 +166,27 @@ static void fill_stats(dsspec_gen_stats *st, const gen_stats *gs, int rc, const 
     st->est_verify_pass_s = gs->est_verify_s;
     st->est_mtp_kv_s = gs->est_mtp_kv_s;
     st->est_mtp_draft_s = gs->est_mtp_draft_s;
+    st->rows_dropped = gs->rows_dropped;
+    st->low_odds_drafts = gs->low_odds_drafts;
+    st->decode_cpu_seconds = gs->decode_cpu_seconds;
+    st->decode_expert_loads = (uint64_t)gs->expert_loads;
+    st->draft_expert_loads = (uint64_t)gs->draft_expert_loads;
     if (r->prefill_counted) {
         const dsspec_cache_counters *a = &r->at_start, *b = &r->after_prefill;
         st->prefill_expert_requests = (b->hits + b->misses) - (a->hits + a->misses);
         st->prefill_expert_loads = b->misses - a->misses;
         st->prefill_bytes_read = b->bytes_read - a->bytes_read;
     }
+}
+
+static int expert_resident(void *cache, int layer, int expert)
+{
+    return expert_cache_resident(cache, layer, expert);
+}
+
+static int expert_free_slots(void *cache)
+{
+    return expert_cache_free_slots(cache);
 }
 
 int dsspec_generate(dsspec *e, const int *prompt, int n, const dsspec_generate_params *p, dsspec_gen_stats *st,
@@ -198,7 +214,9 @@ int dsspec_generate(dsspec *e, const int *prompt, int n, const dsspec_generate_p
                      .prefetch_guesses = e->opt.prefetch_guesses,
                      .kv_bf16 = e->opt.kv_bf16, .sampler = smp, .on_token = relay_token, .token_ctx = &relay,
                      .on_step = relay_step, .step_ctx = &relay, .on_route = p->on_route, .route_ctx = p->ctx,
-                     .on_prefill = relay_prefill, .prefill_ctx = &relay};
+                     .on_prefill = relay_prefill, .prefill_ctx = &relay,
+                     .expert_resident = e->cache ? expert_resident : NULL,
+                     .expert_free_slots = e->cache ? expert_free_slots : NULL, .resident_ctx = e->cache};
     int started = p->session ? session_start(e, prompt, n, &relay, &g, smp, st, err, errlen) : 0;
     int rc = started < 0 ? -1 : 0;
     if (started == 0) {

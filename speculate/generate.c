@@ -4,11 +4,12 @@
  * auto when a draft does not pay), a step is one row; with MTP on or auto the MTP layer still
  * writes its KV entry for that row (no experts, no attention: see mtp_forward), so a draft can
  * follow at any step. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "speculate/speculate.h"
+#include "speculate/speculate_internal.h"
 
 static double now_seconds(void)
 {
@@ -17,23 +18,55 @@ static double now_seconds(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* A running mean that follows a regime change within ~8 samples; n = 0: no sample yet. */
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* A running mean that follows a regime change within ~8 samples; n = 0: no sample yet. A sample
+ * above 3x the mean counts as 3x: on a shared machine one pass preempted for a few milliseconds
+ * would otherwise swing the estimate for many steps, while a real slowdown still shows within a
+ * few samples. */
 typedef struct { double v; int n; } ewma;
 
 static void ewma_add(ewma *e, double x)
 {
+    if (e->n >= 4 && x > 3 * e->v) x = 3 * e->v;
     e->v = e->n++ ? e->v + (x - e->v) * 0.125 : x;
 }
 
 /* --mtp auto's state: per-part costs of a step, and when to try the mode the estimates do not pick
- * (a cache that fills or empties, a prompt whose acceptance changes, a machine that gets busy). */
+ * (a cache that fills or empties, a prompt whose acceptance changes, a machine that gets busy).
+ * Expert loads a draft causes are charged to drafting: its own loads (already in the pass times)
+ * and, for each that found no free slot, a later reload of what it evicted with the odds of the
+ * hit rate (draft_charge, at miss_cost each); that reload lands in some later pass, whose booked
+ * time leaves it out (debt:
+ * charged reloads not yet seen, fading, since an evicted expert that is not asked for again
+ * within a few tokens costs nothing). */
 typedef struct {
     ewma plain_pass, verify_pass, mtp_kv, mtp_draft;
-    int prefer_draft;        /* what the estimates picked last */
-    int since_explore, explore_gap;
+    ewma miss_cost;          /* seconds a pass waits per expert load */
+    ewma hit_rate;           /* of expert requests: how likely an evicted expert was still to be hit */
+    ewma draft_charge;       /* per drafting step: its draft loads x miss_cost */
+    double step_charge;      /* the charge of the MTP pass whose draft the next verify checks */
+    double draft_p_sum;      /* the MTP's own probability of each verified draft, summed: with
+                                st->accepted it calibrates a draft's odds of acceptance */
+    double pending_p;        /* that probability for the draft the next verify checks */
+    double debt;
+    int since_explore;
+    double explore_budget;   /* seconds exploration may still lose: 1/EXPLORE_SHARE of each step */
 } draft_policy;
 
-enum { EXPLORE_GAP_MIN = 32, EXPLORE_GAP_MAX = 1024 };
+/* The mode the estimates do not pick is tried at most once per EXPLORE_GAP_MIN steps and only while
+ * what such tries lost (estimated) stays under 1/EXPLORE_SHARE of the run's time: a try that costs
+ * ten plain steps (a cold MTP layer) waits ten times longer than one that costs one. */
+enum { EXPLORE_GAP_MIN = 32, EXPLORE_SHARE = 64 };
+/* ... and at least once per EXPLORE_GAP_MAX steps whatever the budget: an estimate taken at a bad
+ * moment (the cold cache of the first steps, a preempted pass) must not stand for the whole run. */
+enum { EXPLORE_GAP_MAX = 128 };
+enum { MTP_KV_BATCH = 16 }; /* KV-only MTP rows written per pass at most (within the reserved rows) */
 
 typedef struct {
     model *m;
@@ -49,6 +82,12 @@ typedef struct {
     float *mtp_logits;
     uint64_t rng_base;   /* the sampler's state the per-position draws are keyed from */
     draft_policy pol;
+    expert_meter meter;      /* the provider every decode pass goes through */
+    /* MTP rows that only need their KV entry (steps without a draft), written together in one
+     * pass of up to kv_batch rows: one read of the MTP's projection for many rows instead of one
+     * per step. Written before a draft (which attends to them) and before a reported boundary. */
+    float *kv_hidden;        /* [kv_batch][H] */
+    int *kv_next, *kv_pos, kv_pending, kv_steps, kv_batch;
     char *err;
     size_t errlen;
 } decoder;
@@ -67,11 +106,26 @@ static int step_hook(decoder *d)
     return d->o->on_step ? d->o->on_step(d->o->step_ctx, d->st->generated) : 0;
 }
 
+/* The pending KV-only MTP rows written in one pass; its time per step into the mtp_kv estimate. */
+static int flush_mtp_kv(decoder *d)
+{
+    if (!d->kv_pending) return 0;
+    double t = now_seconds();
+    if (mtp_forward(d->m, d->mtp_kv, d->ep, d->kv_hidden, d->kv_next, d->kv_pos, d->kv_pending, NULL, 0, d->err, d->errlen))
+        return -1;
+    double dt = now_seconds() - t;
+    ewma_add(&d->pol.mtp_kv, dt / d->kv_steps);
+    d->st->mtp_kv_seconds += dt;
+    d->kv_pending = d->kv_steps = 0;
+    return 0;
+}
+
 /* Reports a step boundary (gen_checkpoint); -1 when the observer failed. */
 static int report_boundary(decoder *d, int prefill_done, int last, int draft)
 {
     const gen_options *o = d->o;
     if (!o->on_checkpoint) return 0;
+    if (flush_mtp_kv(d)) return -1; /* a boundary's MTP rows [0, len) are final */
     const gen_stats *st = d->st;
     gen_checkpoint cp = {d->len, prefill_done, last, draft, d->rng_base,
                          st->generated, st->main_passes, st->drafts, st->accepted};
@@ -82,7 +136,7 @@ static int report_boundary(decoder *d, int prefill_done, int last, int draft)
 static int draft_next(decoder *d, const float *hidden, const int *next, int pos0, int nb, int *draft)
 {
     int pos[2] = {pos0, pos0 + 1};
-    if (mtp_forward(d->m, d->mtp_kv, d->ep, hidden, next, pos, nb, d->mtp_logits, nb - 1, d->err, d->errlen)) return -1;
+    if (mtp_forward(d->m, d->mtp_kv, &d->meter.self, hidden, next, pos, nb, d->mtp_logits, nb - 1, d->err, d->errlen)) return -1;
     *draft = sampler_argmax(d->mtp_logits, d->V);
     return 0;
 }
@@ -158,16 +212,54 @@ static int verify_at(decoder *d, const float *logits, int pos, int draft, int *t
     return ok;
 }
 
-/* One main-model pass over rows at [len, len + nb) with hidden states kept; its time into *cost. */
-static int main_pass(decoder *d, const int *rows, int nb, ewma *cost)
+/* The time a pass is booked at, after the meter's counts: its draft loads become debt (and the
+ * step's charge), the reloads it made that drafting was already charged for leave its time. */
+static double book_pass(decoder *d, double dt, double *charge)
+{
+    const expert_meter *mt = &d->meter;
+    draft_policy *p = &d->pol;
+    if (mt->misses > 0) ewma_add(&p->miss_cost, mt->wait_s / mt->misses);
+    if (mt->requests > 0) ewma_add(&p->hit_rate, 1.0 - (double)mt->misses / mt->requests);
+    /* an eviction costs a reload only when the evicted expert would otherwise have been hit
+     * again before leaving the cache: counted at the cache's hit rate */
+    double per_miss = p->miss_cost.n ? p->miss_cost.v : 0, reload = per_miss * (p->hit_rate.n ? p->hit_rate.v : 1);
+    int own = mt->misses - mt->draft_misses;
+    double repaid = own < p->debt ? own : p->debt;
+    p->debt = (p->debt - repaid) * 0.875 + mt->draft_evictions * (p->hit_rate.n ? p->hit_rate.v : 1);
+    if (charge) *charge += mt->draft_evictions * reload;
+    d->st->expert_loads += mt->misses;
+    d->st->draft_expert_loads += mt->draft_misses;
+    double booked = dt - repaid * per_miss;
+    return booked > 0.25 * dt ? booked : 0.25 * dt;
+}
+
+/* The evicting loads a draft row may make in one verify pass before it is dropped: each costs its
+ * read now and (with the hit rate's odds) a reload later, against the plain step an accepted draft
+ * saves. */
+static int draft_load_allowance(const decoder *d)
+{
+    const draft_policy *p = &d->pol;
+    if (d->o->drop_at_first_load || !p->miss_cost.n || p->miss_cost.v <= 0 || !p->plain_pass.n) return 0;
+    double a = (d->st->accepted + 1.0) / (d->st->drafts + d->st->rows_dropped + 2.0);
+    double n = a * (p->plain_pass.v + p->mtp_kv.v) / ((1 + (p->hit_rate.n ? p->hit_rate.v : 1)) * p->miss_cost.v);
+    return n < 1 << 20 ? (int)n : 1 << 20;
+}
+
+/* One main-model pass over rows at [len, len + nb) with hidden states kept; its booked time into
+ * *cost. A verify pass (nb = 2) under auto may drop its draft row: *kept gets the rows that ran. */
+static int main_pass(decoder *d, const int *rows, int nb, ewma *cost, double *charge, int *kept)
 {
     int pos[2] = {d->len, d->len + 1};
-    forward_request req = {.hidden = d->hidden, .logits = d->logits, .on_route = d->o->on_route,
-                           .route_ctx = d->o->route_ctx, .prefetch = d->o->prefetch,
-                           .prefetch_guesses = d->o->prefetch_guesses};
+    forward_request req = {.hidden = d->hidden, .logits = d->logits, .prefetch_guesses = d->o->prefetch_guesses};
+    meter_begin(&d->meter, nb == 2 ? PASS_VERIFY : PASS_PLAIN, d->o->mtp == GEN_MTP_AUTO, draft_load_allowance(d), &req);
     double t = now_seconds();
-    if (model_forward(d->m, d->kv, d->ep, rows, pos, nb, &req, d->err, d->errlen)) return -1;
-    ewma_add(cost, now_seconds() - t);
+    if (model_forward(d->m, d->kv, &d->meter.self, rows, pos, nb, &req, d->err, d->errlen)) return -1;
+    double booked = book_pass(d, now_seconds() - t, charge);
+    ewma_add(cost, booked);
+    /* a pass whose draft row left is close to a plain one: it keeps that estimate current while
+     * auto drafts */
+    if (d->meter.dropped) ewma_add(&d->pol.plain_pass, booked);
+    if (kept) *kept = d->meter.dropped ? 1 : nb;
     d->st->main_passes++;
     return 0;
 }
@@ -179,7 +271,7 @@ static int decode_plain(decoder *d, int last)
         int b = step_boundary(d, last, -1);
         if (b) return b < 0 ? -1 : 0;
         if (d->len + 1 > d->o->ctx) { d->st->stopped_by_ctx = 1; return 0; }
-        if (main_pass(d, &last, 1, &unused)) return -1;
+        if (main_pass(d, &last, 1, &unused, NULL, NULL)) return -1;
         last = pick_at(d, d->logits, d->len + 1);
         d->len++;
         if (emit(d, last)) return 0;
@@ -188,9 +280,10 @@ static int decode_plain(decoder *d, int last)
 
 /* Whether the next step drafts. The choice uses only what is already known (timings, past
  * acceptance, room left), never the token the step will draw, so the output stays exact. Tokens per
- * second: drafting (1 + a) / (verify pass + drafting MTP pass), plain 1 / (1-row pass + KV-only MTP
- * pass). Until both are measured it tries each; after that the mode the estimates do not pick is
- * tried once every explore_gap steps, the gap doubling while the pick holds. */
+ * second: drafting (1 + a) / (verify pass + drafting MTP pass + draft_charge), plain 1 / (1-row pass
+ * + KV-only MTP pass), a counting drafts dropped mid-pass as rejected. Until both are measured it
+ * tries each; after that the mode the estimates do not pick is tried within the exploration
+ * budget (EXPLORE_SHARE). */
 static int choose_draft(decoder *d)
 {
     const gen_options *o = d->o;
@@ -199,18 +292,19 @@ static int choose_draft(decoder *d)
     if (d->len + 2 > o->ctx || st->generated + 2 > o->max_new) { st->no_draft_end++; return 0; }
     if (o->mtp == GEN_MTP_ON) return 1;
     if (!p->verify_pass.n || !p->mtp_draft.n) return 1;
-    if (!p->plain_pass.n || !p->mtp_kv.n) { st->no_draft_explore++; return 0; }
-    double a = (st->accepted + 1.0) / (st->drafts + 2.0);
-    double draft_rate = (1 + a) / (p->verify_pass.v + p->mtp_draft.v), plain_rate = 1 / (p->plain_pass.v + p->mtp_kv.v);
-    int best = draft_rate > plain_rate;
-    if (best != p->prefer_draft) {
-        p->prefer_draft = best;
-        p->explore_gap = EXPLORE_GAP_MIN;
+    if (!p->plain_pass.n) { st->no_draft_explore++; return 0; } /* mtp_kv: 0 until its first batch */
+    double a = (st->accepted + 1.0) / (st->drafts + st->rows_dropped + 2.0);
+    double draft_cost = p->verify_pass.v + p->mtp_draft.v + (p->draft_charge.n ? p->draft_charge.v : 0);
+    double plain_cost = p->plain_pass.v + p->mtp_kv.v;
+    int best = (1 + a) / draft_cost > 1 / plain_cost;
+    /* what one step of the other mode loses against the pick, for the tokens it yields */
+    double loss = best ? plain_cost - draft_cost / (1 + a) : draft_cost - (1 + a) * plain_cost;
+    p->explore_budget += (best ? draft_cost : plain_cost) / EXPLORE_SHARE;
+    if (loss < 0) loss = 0;
+    ++p->since_explore;
+    if ((p->since_explore >= EXPLORE_GAP_MIN && p->explore_budget >= loss) || p->since_explore >= EXPLORE_GAP_MAX) {
         p->since_explore = 0;
-    }
-    if (++p->since_explore >= p->explore_gap) {
-        p->since_explore = 0;
-        p->explore_gap = p->explore_gap * 2 > EXPLORE_GAP_MAX ? EXPLORE_GAP_MAX : p->explore_gap * 2;
+        p->explore_budget -= loss;
         if (best) st->no_draft_explore++;
         else st->draft_explore++;
         return !best;
@@ -219,34 +313,77 @@ static int choose_draft(decoder *d)
     return best;
 }
 
+/* The MTP's probability of its own draft (softmax of the drafting row's logits at the argmax). */
+static double draft_probability(const decoder *d, int draft)
+{
+    const float *l = d->mtp_logits;
+    double z = 0;
+    for (int v = 0; v < d->V; v++) z += exp((double)l[v] - l[draft]);
+    return 1 / z;
+}
+
+/* Auto, after drafting: whether verifying this draft pays. Its odds of acceptance are the MTP's
+ * probability scaled by how often such probabilities were right so far; verifying costs the
+ * 2-row pass over a plain one plus the draft row's loads, and an accepted draft saves a plain step.
+ * The MTP pass is already paid either way; the emitted token never depends on this choice. */
+static int verify_pays(decoder *d, int draft)
+{
+    const draft_policy *p = &d->pol;
+    d->pol.pending_p = draft_probability(d, draft);
+    if (d->o->mtp != GEN_MTP_AUTO || !p->plain_pass.n || !p->verify_pass.n || d->st->drafts < 8) return 1;
+    double odds = d->pol.pending_p * (d->st->accepted + 1.0) / (p->draft_p_sum + 1.0);
+    double extra = p->verify_pass.v - p->plain_pass.v + (p->draft_charge.n ? p->draft_charge.v : 0);
+    return (odds < 1 ? odds : 1) * (p->plain_pass.v + p->mtp_kv.v) > extra;
+}
+
 /* After a pass: the MTP over its rows (hidden[i] with next[i] at pos0 + i), drafting the next token
  * when choose_draft says so (*draft, else -1), else only writing the MTP KV entries. */
 static int mtp_after(decoder *d, const float *hidden, const int *next, int pos0, int nb, int *draft)
 {
-    int pos[2] = {pos0, pos0 + 1};
-    double t = now_seconds();
     if (choose_draft(d)) {
+        if (flush_mtp_kv(d)) return -1;
+        double t = now_seconds(), charge = 0;
+        meter_begin(&d->meter, PASS_DRAFT, 0, 0, NULL);
         if (draft_next(d, hidden, next, pos0, nb, draft)) return -1;
         double dt = now_seconds() - t;
-        ewma_add(&d->pol.mtp_draft, dt);
+        ewma_add(&d->pol.mtp_draft, book_pass(d, dt, &charge));
+        d->pol.step_charge = charge;
         d->st->mtp_draft_seconds += dt;
+        if (!verify_pays(d, *draft)) {
+            d->st->low_odds_drafts++;
+            *draft = -1;
+        }
         return 0;
     }
     *draft = -1;
-    if (mtp_forward(d->m, d->mtp_kv, d->ep, hidden, next, pos, nb, NULL, 0, d->err, d->errlen)) return -1;
-    double dt = now_seconds() - t;
-    ewma_add(&d->pol.mtp_kv, dt);
-    d->st->mtp_kv_seconds += dt;
-    return 0;
+    if (d->kv_pending + nb > d->kv_batch && flush_mtp_kv(d)) return -1;
+    for (int b = 0; b < nb; b++, d->kv_pending++) {
+        memcpy(d->kv_hidden + (size_t)d->kv_pending * d->H, hidden + (size_t)b * d->H, d->H * sizeof(float));
+        d->kv_next[d->kv_pending] = next[b];
+        d->kv_pos[d->kv_pending] = pos0 + b;
+    }
+    d->kv_steps++;
+    return d->kv_pending == d->kv_batch ? flush_mtp_kv(d) : 0;
 }
 
 /* [last, draft] verified at [L, L + 1]. 1: generation stops, -1: error. */
 static int verify_step(decoder *d, int *last, int *draft)
 {
-    int L = d->len, rows[2] = {*last, *draft}, t0;
-    if (main_pass(d, rows, 2, &d->pol.verify_pass)) return -1;
-    d->st->drafts++;
-    if (verify_at(d, d->logits, L + 1, *draft, &t0)) {
+    int L = d->len, rows[2] = {*last, *draft}, t0, kept;
+    double charge = d->pol.step_charge;
+    if (main_pass(d, rows, 2, &d->pol.verify_pass, &charge, &kept)) return -1;
+    ewma_add(&d->pol.draft_charge, charge);
+    d->pol.step_charge = 0;
+    int accepted = 0;
+    if (kept < 2) { /* the draft row left the pass: row 0's token, exactly as a plain step */
+        d->st->rows_dropped++;
+        t0 = pick_at(d, d->logits, L + 1);
+    } else {
+        d->st->drafts++;
+        d->pol.draft_p_sum += d->pol.pending_p;
+        accepted = verify_at(d, d->logits, L + 1, *draft, &t0);
+    }
+    if (accepted) {
         d->st->accepted++;
         d->len = L + 2;
         if (emit(d, *draft)) return 1;
@@ -256,8 +393,9 @@ static int verify_step(decoder *d, int *last, int *draft)
         *last = t1;
         return mtp_after(d, d->hidden, next, L, 2, draft);
     }
-    /* The draft's KV row at L + 1 stays in the cache unread: rows attend to 0..pos only, and the
-     * next pass writes position L + 1 (for t0) before any row reads it. */
+    /* The draft's KV row at L + 1 (whole, or up to the layer where it was dropped) stays in the
+     * cache unread: rows attend to 0..pos only, and the next pass writes position L + 1 (for t0)
+     * before any row reads it. */
     d->len = L + 1;
     if (emit(d, t0)) return 1;
     *last = t0;
@@ -269,7 +407,7 @@ static int plain_step(decoder *d, int *last, int *draft)
 {
     int L = d->len;
     if (L + 1 > d->o->ctx) { d->st->stopped_by_ctx = 1; return 1; }
-    if (main_pass(d, last, 1, &d->pol.plain_pass)) return -1;
+    if (main_pass(d, last, 1, &d->pol.plain_pass, NULL, NULL)) return -1;
     d->st->plain_steps++;
     int t = pick_at(d, d->logits, L + 1);
     d->len = L + 1;
@@ -293,8 +431,11 @@ static int decode_mtp(decoder *d, int last, int draft, int fresh)
 
 static int decode(decoder *d, int last, int draft, int fresh)
 {
+    double cpu0 = cpu_seconds();
     int rc = d->o->mtp ? decode_mtp(d, last, draft, fresh) : decode_plain(d, last);
+    if (rc == 0 && flush_mtp_kv(d)) rc = -1;
     gen_stats *st = d->st;
+    st->decode_cpu_seconds = cpu_seconds() - cpu0;
     st->est_plain_s = d->pol.plain_pass.v;
     st->est_verify_s = d->pol.verify_pass.v;
     st->est_mtp_kv_s = d->pol.mtp_kv.v;
@@ -355,7 +496,7 @@ int generate(model *m, expert_provider *ep, const int *prompt, int n_prompt, con
     gen_options opts = *o;
     opts.prefill_chunk = chunk;
     decoder d = {.m = m, .ep = ep, .o = &opts, .st = st, .n_prompt = n_prompt, .V = c->vocab_size, .H = c->hidden_size,
-                 .rng_base = o->sampler->state, .pol = {.explore_gap = EXPLORE_GAP_MIN}, .err = err, .errlen = errlen};
+                 .rng_base = o->sampler->state, .err = err, .errlen = errlen};
     int rc = -1;
     dtype_t kvt = o->kv_bf16 ? DTYPE_BF16 : DTYPE_F32;
     d.kv = kv_cache_create(c, 0, c->num_hidden_layers, o->ctx, kvt);
@@ -363,7 +504,12 @@ int generate(model *m, expert_provider *ep, const int *prompt, int n_prompt, con
     d.logits = malloc(2 * (size_t)d.V * sizeof(float));
     d.mtp_logits = malloc(2 * (size_t)d.V * sizeof(float));
     d.hidden = malloc((size_t)(chunk > 2 ? chunk : 2) * d.H * sizeof(float));
-    if (!d.kv || (o->mtp && !d.mtp_kv) || !d.logits || !d.mtp_logits || !d.hidden)
+    d.kv_batch = chunk < 2 ? 2 : chunk < MTP_KV_BATCH ? chunk : MTP_KV_BATCH;
+    d.kv_hidden = malloc((size_t)d.kv_batch * d.H * sizeof(float));
+    d.kv_next = malloc((size_t)d.kv_batch * sizeof(int));
+    d.kv_pos = malloc((size_t)d.kv_batch * sizeof(int));
+    meter_init(&d.meter, ep, &opts, c->num_experts_per_tok);
+    if (!d.kv || (o->mtp && !d.mtp_kv) || !d.logits || !d.mtp_logits || !d.hidden || !d.kv_hidden || !d.kv_next || !d.kv_pos)
         snprintf(err, errlen, "out of memory for the KV cache (--ctx %d)", o->ctx);
     else if (restore(&d) == 0)
         rc = run_from(&d, prompt);
@@ -372,5 +518,8 @@ int generate(model *m, expert_provider *ep, const int *prompt, int n_prompt, con
     free(d.logits);
     free(d.mtp_logits);
     free(d.hidden);
+    free(d.kv_hidden);
+    free(d.kv_next);
+    free(d.kv_pos);
     return rc;
 }

@@ -78,6 +78,16 @@ typedef struct {
      * chunk (a long prompt is interruptible, not only the decode). */
     int (*on_prefill)(void *ctx, int done, int n);
     void *prefill_ctx;
+    /* Optional: whether an expert holds a slot of the expert cache now. With it the loop counts the
+     * expert loads of each pass and which of them only a draft needed; --mtp auto charges those
+     * (and the reloads of what they evicted) to drafting and drops a draft row before a layer
+     * whose predicted experts for it would be loaded. NULL: every expert counts as resident. */
+    int (*expert_resident)(void *ctx, int layer, int expert);
+    int (*expert_free_slots)(void *ctx);  /* slots free now (a load into one evicts nothing); NULL: none */
+    void *resident_ctx;
+    /* 1: an auto draft row leaves at its first predicted evicting load; 0: after as many as the
+     * running costs say an accepted draft pays for (a test pins the rule with 1) */
+    int drop_at_first_load;
 } gen_options;
 
 typedef struct {
@@ -85,11 +95,21 @@ typedef struct {
     int main_passes;         /* decode passes of the main model (prefill excluded) */
     int drafts, accepted;
     double prefill_seconds, decode_seconds;
+    double decode_cpu_seconds; /* the process's CPU time while decoding (all threads) */
     /* Per decode step with MTP: passes without a draft and why (the estimates favour no draft; a
      * plain step re-measured while drafting wins; no room for a draft row: --ctx or -n ends), drafts
      * made only to re-measure, and the time spent in MTP passes that only keep its KV complete
      * versus those that draft. The est_ fields are the final running estimates (seconds). */
     int plain_steps, no_draft_cost, no_draft_explore, no_draft_end, draft_explore;
+    /* Verify passes that dropped their draft row before a layer whose experts for it would have
+     * been loaded (auto): the step emits one token, exactly as without the draft. Not in drafts. */
+    int rows_dropped;
+    /* Drafts not verified (auto): the MTP's own probability of the draft, calibrated by past
+     * acceptance, said the 2-row pass would not pay; the step went plain (counted in plain_steps). */
+    int low_odds_drafts;
+    /* Expert loads of decode passes, and those only a draft needed (the draft row's own experts in
+     * a verify pass, the MTP layer's when drafting): what drafting costs in reads. */
+    long expert_loads, draft_expert_loads;
     double mtp_kv_seconds, mtp_draft_seconds;
     double est_plain_s, est_verify_s, est_mtp_kv_s, est_mtp_draft_s;
     int stopped_by_eos, stopped_by_ctx;

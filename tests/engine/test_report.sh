@@ -73,7 +73,7 @@ grep -q "MTP (layer 4)" run.dom || fail "the per-layer chart does not label the 
 read -r pts n <<<"$(marks run.dom read_latency)"
 [ "$pts" -ge 1 ] && [ "$n" = "$pts" ] || fail "latency histogram: $pts points, $n bars"
 read -r pts n <<<"$(marks ab.dom ab)"
-[ "$pts" = 20 ] && [ "$n" = 20 ] || fail "ab chart: $pts points, $n bars, want 20 (10 metrics, off and on)"
+[ "$pts" = 28 ] && [ "$n" = 28 ] || fail "ab chart: $pts points, $n bars, want 28 (the table's 14 metrics, off and on)"
 read -r pts n <<<"$(marks cmp.dom compare)"
 [ "$pts" = 20 ] && [ "$n" = 20 ] || fail "comparison chart: $pts points, $n bars, want 20"
 grep -q "<script" run.dom ab.dom cmp.dom && fail "the pages must need no scripts"

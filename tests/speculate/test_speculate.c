@@ -124,13 +124,25 @@ static void batch_and_rollback(fixture *f)
 typedef struct { int *tok; int n, cap; } token_list;
 static void collect(void *ctx, int token) { token_list *l = ctx; if (l->n < l->cap) l->tok[l->n++] = token; }
 
+/* A cache that holds a fixed part of the experts: those whose (layer + expert) is not a multiple of
+ * *ctx. An auto verify pass drops its draft row before a layer where the router lookahead predicts
+ * one of the others for it alone, so this exercises the dropped-row path. */
+static int partly_resident(void *ctx, int layer, int expert)
+{
+    return (layer + expert) % *(const int *)ctx != 0;
+}
+
+static int missing_every = 0; /* 0: every expert resident (no residency hook) */
+
 static int run_generate(fixture *f, int mtp, double temp, double top_p, uint64_t seed, int n_new, int *out, gen_stats *st)
 {
     char err[512];
     sampler *s = sampler_create(model_get_config(f->m)->vocab_size, temp, top_p, seed);
     token_list got = {out, 0, n_new};
     gen_options o = {.mtp = mtp, .max_new = n_new, .eos_id = -1, .ctx = NP + n_new + 4, .prefill_chunk = 16,
-                     .sampler = s, .on_token = collect, .token_ctx = &got};
+                     .sampler = s, .on_token = collect, .token_ctx = &got,
+                     .expert_resident = missing_every ? partly_resident : NULL, .resident_ctx = &missing_every,
+                     .drop_at_first_load = 1};
     int rc = model_reserve_scratch(f->m, o.prefill_chunk, o.ctx, err, sizeof err);
     if (rc == 0) rc = generate(f->m, &f->ep, prompt, NP, &o, st, err, sizeof err);
     CHECK(rc == 0, "generate: %s", err);
@@ -150,13 +162,14 @@ static void greedy_long(fixture *f, const char *dir)
     CHECK(sn.main_passes < so.main_passes || sn.accepted == 0, "%s: pass count inconsistent", dir);
     CHECK(sn.main_passes == N - 1 - sn.accepted, "%s: %d passes for %d tokens with %d accepted", dir, sn.main_passes, N, sn.accepted);
     /* Every auto step is one pass, with or without a draft, and every pass is accounted for. */
-    CHECK(sa.main_passes == N - 1 - sa.accepted && sa.drafts + sa.plain_steps == sa.main_passes,
-          "%s: auto: %d passes = %d drafts + %d plain for %d tokens with %d accepted", dir, sa.main_passes, sa.drafts,
-          sa.plain_steps, N, sa.accepted);
-    CHECK(sa.plain_steps == sa.no_draft_cost + sa.no_draft_explore + sa.no_draft_end,
-          "%s: auto: %d plain steps but reasons %d + %d + %d", dir, sa.plain_steps, sa.no_draft_cost, sa.no_draft_explore,
-          sa.no_draft_end);
-    printf("%s: greedy %d tokens identical with MTP auto (%d drafts, %d plain steps)\n", dir, N, sa.drafts, sa.plain_steps);
+    CHECK(sa.main_passes == N - 1 - sa.accepted && sa.drafts + sa.rows_dropped + sa.plain_steps == sa.main_passes,
+          "%s: auto: %d passes = %d drafts + %d dropped + %d plain for %d tokens with %d accepted", dir, sa.main_passes,
+          sa.drafts, sa.rows_dropped, sa.plain_steps, N, sa.accepted);
+    CHECK(sa.plain_steps == sa.no_draft_cost + sa.no_draft_explore + sa.no_draft_end + sa.low_odds_drafts,
+          "%s: auto: %d plain steps but reasons %d + %d + %d + %d", dir, sa.plain_steps, sa.no_draft_cost,
+          sa.no_draft_explore, sa.no_draft_end, sa.low_odds_drafts);
+    printf("%s: greedy %d tokens identical with MTP auto (%d drafts, %d dropped mid-pass, %d plain steps)\n", dir, N,
+           sa.drafts, sa.rows_dropped, sa.plain_steps);
     printf("%s: greedy %d tokens identical with MTP on (%d of %d drafts accepted, %d vs %d main passes)\n",
            dir, N, sn.accepted, sn.drafts, sn.main_passes, so.main_passes);
 }
@@ -175,6 +188,92 @@ static void sampled_identity(fixture *f, const char *dir)
         CHECK(n0 == N && n1 == N && n2 == N && !memcmp(off, on, sizeof off) && !memcmp(off, au, sizeof off),
               "%s: seed %llu: sampled output differs between MTP off, on and auto", dir, (unsigned long long)seed);
     }
+}
+
+/* With part of the experts missing, auto drops draft rows mid-pass (row 0 goes on alone), and the
+ * output still equals MTP off, greedy and sampled; the dropped rows are counted. */
+static void dropped_rows(fixture *f, const char *dir)
+{
+    enum { N = 120 };
+    int off[N], au[N];
+    gen_stats so, sa;
+    for (uint64_t seed = 7; seed < 9; seed++) {
+        double temp = seed == 7 ? 0 : 0.8;
+        missing_every = 0;
+        int n0 = run_generate(f, GEN_MTP_OFF, temp, 0.95, seed, N, off, &so);
+        missing_every = 3;
+        int n2 = run_generate(f, GEN_MTP_AUTO, temp, 0.95, seed, N, au, &sa);
+        missing_every = 0;
+        CHECK(n0 == N && n2 == N && !memcmp(off, au, sizeof off), "%s: seed %llu: auto with dropped draft rows differs from MTP off",
+              dir, (unsigned long long)seed);
+        CHECK(sa.rows_dropped > 0, "%s: seed %llu: no draft row was dropped with a third of the experts missing", dir,
+              (unsigned long long)seed);
+        CHECK(sa.main_passes == N - 1 - sa.accepted && sa.drafts + sa.rows_dropped + sa.plain_steps == sa.main_passes,
+              "%s: dropped rows: %d passes = %d drafts + %d dropped + %d plain", dir, sa.main_passes, sa.drafts,
+              sa.rows_dropped, sa.plain_steps);
+        printf("%s: seed %llu: auto with dropped draft rows identical to MTP off (%d dropped, %d drafts)\n", dir,
+               (unsigned long long)seed, sa.rows_dropped, sa.drafts);
+    }
+}
+
+/* Expert-major prefill: within a chunk each MoE layer acquires (reads, with the direct provider)
+ * every expert its rows chose exactly once. The reference count is the set of distinct experts the
+ * route observer reports per (chunk, layer), collected independently of the model's own union. */
+enum { PF_LAYERS = 8, PF_EXPERTS = 256, PF_CHUNKS = 4 };
+typedef struct {
+    expert_provider *inner;
+    int chunk;                                   /* the chunk being processed */
+    int acquired[PF_CHUNKS][PF_LAYERS];
+    unsigned char routed[PF_CHUNKS][PF_LAYERS][PF_EXPERTS];
+} prefill_count;
+
+static void pc_want(void *self, int layer, const int *e, int n) { prefill_count *c = self; c->inner->want(c->inner->self, layer, e, n); }
+static int pc_acquire(void *self, int layer, const int *e, int n, int *which, expert_weights *w)
+{
+    prefill_count *c = self;
+    if (layer < PF_LAYERS) c->acquired[c->chunk][layer]++;
+    return c->inner->acquire_any(c->inner->self, layer, e, n, which, w);
+}
+static void pc_release(void *self, int layer, int e) { prefill_count *c = self; c->inner->release(c->inner->self, layer, e); }
+static const char *pc_error(void *self) { prefill_count *c = self; return c->inner->error(c->inner->self); }
+static void pc_route(void *ctx, int layer, int row, const int *e, int k)
+{
+    prefill_count *c = ctx;
+    (void)row;
+    for (int i = 0; i < k; i++)
+        if (layer < PF_LAYERS && e[i] < PF_EXPERTS) c->routed[c->chunk][layer][e[i]] = 1;
+}
+static int pc_prefill(void *ctx, int done, int n) { prefill_count *c = ctx; (void)done; (void)n; c->chunk++; return 0; }
+
+static void prefill_reads_once(fixture *f, const char *dir)
+{
+    static prefill_count c;
+    const model_config *cfg = model_get_config(f->m);
+    int fits = cfg->num_hidden_layers <= PF_LAYERS && cfg->n_routed_experts <= PF_EXPERTS;
+    CHECK(fits, "%s: fixture larger than the counters", dir);
+    if (!fits) return;
+    memset(&c, 0, sizeof c);
+    c.inner = &f->ep;
+    expert_provider ep = {.self = &c, .want = pc_want, .acquire_any = pc_acquire, .release = pc_release, .error = pc_error};
+    char err[512];
+    sampler *s = sampler_create(model_get_config(f->m)->vocab_size, 0, 1, 1);
+    gen_options o = {.mtp = GEN_MTP_OFF, .max_new = 1, .eos_id = -1, .ctx = NP + 4, .prefill_chunk = 5, .sampler = s,
+                     .on_route = pc_route, .route_ctx = &c, .on_prefill = pc_prefill, .prefill_ctx = &c};
+    gen_stats st;
+    int rc = model_reserve_scratch(f->m, o.prefill_chunk, o.ctx, err, sizeof err);
+    if (rc == 0) rc = generate(f->m, &ep, prompt, NP, &o, &st, err, sizeof err);
+    CHECK(rc == 0 && c.chunk == 3, "%s: prefill of %d rows in chunks of 5: %s (%d chunks)", dir, NP, err, c.chunk);
+    int moe = 0;
+    for (int ch = 0; ch < 3; ch++)
+        for (int l = 0; l < PF_LAYERS; l++) {
+            int distinct = 0;
+            for (int e = 0; e < PF_EXPERTS; e++) distinct += c.routed[ch][l][e];
+            moe += distinct > 0;
+            CHECK(c.acquired[ch][l] == distinct, "%s: chunk %d layer %d: %d expert reads for %d distinct experts routed",
+                  dir, ch, l, c.acquired[ch][l], distinct);
+        }
+    CHECK(moe > 0, "%s: no MoE layer routed anything in prefill", dir);
+    sampler_free(s);
 }
 
 /* Upper tail critical value of chi-square with df degrees of freedom at p = 1e-4 (Wilson-Hilferty). */
@@ -278,6 +377,8 @@ int main(int argc, char **argv)
         batch_and_rollback(&f);
         greedy_long(&f, argv[i]);
         sampled_identity(&f, argv[i]);
+        dropped_rows(&f, argv[i]);
+        prefill_reads_once(&f, argv[i]);
         if (i == 1) sampling_end_to_end(&f, 1);
         fixture_close(&f);
     }
