@@ -141,6 +141,8 @@ typedef struct {
     int ctx_max;                 /* the model's max_position_embeddings */
     const char *ctx_note;        /* how ctx was chosen: "--ctx", or which default rule */
     const char *kv_note;         /* how the KV precision was chosen */
+    const char *mtp_note;        /* set when --mtp auto was turned off at the plan (MTP's memory costs the cache) */
+    int mtp_slots_cost;          /* then: the expert slots that MTP's memory would have taken */
     const char *cache_policy, *io_backend, *io_note;
 } dsspec_plan;
 

@@ -256,7 +256,7 @@ static int prefill_chunk_from_budget(const model *m, const dsspec_plan *p, int c
     return lo;
 }
 
-int engine_plan_memory(dsspec *e, size_t slot_bytes, char *err, size_t errlen)
+static int plan_once(dsspec *e, size_t slot_bytes, char *err, size_t errlen)
 {
     const dsspec_options *o = &e->opt;
     const model_config *c = model_get_config(e->m);
@@ -293,6 +293,38 @@ int engine_plan_memory(dsspec *e, size_t slot_bytes, char *err, size_t errlen)
     return check_min_slots(o, c, p, err, errlen);
 }
 
+/* Whether the MTP layer's memory (its KV layer and the 2-row minimum of slots) costs the cache
+ * enough to lose more than drafting can win: a draft pays only while its step does not wait on
+ * reads, and slots given up make steps wait. So: when it would keep the cache from holding every
+ * expert the run uses, or take more than 1/32 of its slots (misses then grow by about that share,
+ * past the 3% an accepted draft is worth when reads dominate a step). */
+static int mtp_costs_cache(const dsspec_plan *with, const dsspec_plan *without)
+{
+    int all_without = without->slots >= without->total_experts, all_with = with->slots >= with->total_experts;
+    if (all_without && !all_with) return 1;
+    return !all_with && (without->slots - with->slots) * 32 > with->slots;
+}
+
+/* The plan; under --mtp auto with a cache sized from the budget, planned with and without the MTP
+ * layer, and auto turned off here when the layer costs the cache too much (mtp_costs_cache): the
+ * per-step decision cannot win back slots it never had. */
+int engine_plan_memory(dsspec *e, size_t slot_bytes, char *err, size_t errlen)
+{
+    if (plan_once(e, slot_bytes, err, errlen)) return -1;
+    if (e->opt.mtp != DSSPEC_MTP_AUTO || e->opt.cache_gib > 0) return 0;
+    dsspec_plan with = e->plan;
+    e->opt.mtp = DSSPEC_MTP_OFF;
+    char scratch_err[256];
+    if (plan_once(e, slot_bytes, scratch_err, sizeof scratch_err) == 0 && mtp_costs_cache(&with, &e->plan)) {
+        e->plan.mtp_note = "auto, off at the plan: MTP's KV would cost the cache";
+        e->plan.mtp_slots_cost = e->plan.slots - with.slots;
+        return 0;
+    }
+    e->opt.mtp = DSSPEC_MTP_AUTO;
+    e->plan = with;
+    return 0;
+}
+
 /* The context's line: how it was chosen, and what each 1k more of it costs, in bytes and in the
  * expert slots the cache would give up for it. */
 static void print_ctx_line(const dsspec_plan *p, FILE *out)
@@ -311,8 +343,10 @@ void dsspec_plan_print(const dsspec_plan *p, FILE *out)
             (double)p->slots * p->slot_bytes / 1073741824.0, p->slots, p->total_experts, p->slot_bytes / 1048576.0,
             100.0 * p->slots / (p->total_experts ? p->total_experts : 1), p->io_backend,
             p->io_note && *p->io_note ? ": " : "", p->io_note ? p->io_note : "");
-    fprintf(out, "dsspec plan: prefill %d prompt rows per pass, context %d positions, MTP %s\n", p->prefill_chunk, p->ctx,
+    fprintf(out, "dsspec plan: prefill %d prompt rows per pass, context %d positions, MTP %s", p->prefill_chunk, p->ctx,
             dsspec_mtp_name(p->mtp));
+    if (p->mtp_note) fprintf(out, " (%s %d of its slots; --mtp on keeps it)", p->mtp_note, p->mtp_slots_cost);
+    fputc('\n', out);
 }
 
 cJSON *dsspec_plan_json(const dsspec_plan *p)
@@ -333,5 +367,6 @@ cJSON *dsspec_plan_json(const dsspec_plan *p)
     cJSON_AddBoolToObject(plan, "prefetch", p->prefetch);
     cJSON_AddNumberToObject(plan, "prefill_chunk", p->prefill_chunk);
     cJSON_AddStringToObject(plan, "mtp", dsspec_mtp_name(p->mtp));
+    if (p->mtp_note) cJSON_AddNumberToObject(plan, "mtp_off_slots", p->mtp_slots_cost);
     return plan;
 }
