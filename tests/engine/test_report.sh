@@ -13,7 +13,8 @@ dir="$(mktemp -d /tmp/dsspec_report_XXXXXX)"
 trap 'rm -rf "$dir"' EXIT
 cd "$dir"
 
-"$DSSPEC" run -m "$MODEL" -p "def fibonacci(n):" -n 120 --temp 0.6 --quiet --cache-gib 0.008 \
+# --mtp on: the acceptance curve and text need drafts, which auto may skip on a loaded machine.
+"$DSSPEC" run -m "$MODEL" -p "def fibonacci(n):" -n 120 --temp 0.6 --quiet --cache-gib 0.008 --mtp on \
   --report run.json --telemetry tele.jsonl --telemetry-every 8 >/dev/null
 "$DSSPEC" run -m "$MODEL" -p "def fibonacci(n):" -n 120 --temp 0.6 --quiet --mtp off --report run2.json >/dev/null
 "$DSSPEC" ab -m "$MODEL" -p "Hello" -n 40 --temp 0 --report ab.json --no-progress >/dev/null
