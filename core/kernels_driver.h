@@ -138,12 +138,172 @@ static void gemm_range(const gemm_fn table[2][4], decode_fn decode, const matrix
     }
 }
 
+#ifdef KERNEL_F8_PREPARED_X
+/* ---- FP8 against a prepared x (ISA files that define KERNEL_F8_PREPARED_X) ----
+ * They also define F8_GROUP, F8_STREAM_ROWS(nb), F8_GEMM_ROWS, F8_GEMM_COLS, f8_abs_max,
+ * f8_prepare_x, tile_stream_f8, decode_rows_f8 and tile_buf_f8 (see the ISA file for the
+ * representation and why x is scaled by 2^k and permuted). */
+
+static inline float f8_pow2(int e)
+{
+    uint32_t bits = (uint32_t)(e + 127) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* The x row's scale exponent k: |x| < 2^e, k = 100 - e clamped to [0, 120]. */
+static inline int f8_x_exponent(const float *x, int n)
+{
+    float m = f8_abs_max(x, n);
+    uint32_t bits;
+    memcpy(&bits, &m, sizeof bits);
+    int e = (int)((bits >> 23) & 0xFF) - 126;
+    int k = 100 - e;
+    return k < 0 ? 0 : k > 120 ? 120 : k;
+}
+
+static inline int f8_padded(int cols) { return (cols + F8_GROUP - 1) / F8_GROUP * F8_GROUP; }
+
+INLINE void stream_rows_f8(int NB, const matrix *w, int r0, int r1, const float *xp, int ldp, const float *smul,
+                           float *y, int ldy)
+{
+    const int NR = F8_STREAM_ROWS(NB);
+    _Alignas(64) float st[8 * KERNEL_STREAM_MAX * TOT_LANES];
+    prefetch_range_start((const char *)w->data + (size_t)r0 * w->cols, (size_t)(r1 - r0) * w->cols);
+    const prefetch_plan pf = prefetch_plan_for((size_t)w->cols, NR), pf1 = prefetch_plan_for((size_t)w->cols, 1);
+    int r = r0;
+    for (; r + NR <= r1; r += NR) tile_stream_f8(NR, NB, w, r, xp, ldp, smul, pf, st, y + (r - r0), ldy);
+    for (; r < r1; r++) tile_stream_f8(1, NB, w, r, xp, ldp, smul, pf1, st, y + (r - r0), ldy);
+}
+
+/* xp and smul are not const here: GCC's -Wmaybe-uninitialized takes a const pointer to a stack array
+ * that is filled through another pointer for a read of uninitialized memory. */
+typedef void (*stream_f8_fn)(const matrix *w, int r0, int r1, float *xp, int ldp, float *smul, float *y, int ldy);
+#define STREAM_F8_VARIANT(nb)                                                                            \
+    static void stream_f8p_##nb(const matrix *w, int r0, int r1, float *xp, int ldp, float *smul, float *y,    \
+                                int ldy)                                                                  \
+    {                                                                                                     \
+        stream_rows_f8(nb, w, r0, r1, xp, ldp, smul, y, ldy);                                             \
+    }
+STREAM_F8_VARIANT(1) STREAM_F8_VARIANT(2) STREAM_F8_VARIANT(3) STREAM_F8_VARIANT(4)
+static const stream_f8_fn stream_f8p_table[KERNEL_STREAM_MAX] = { stream_f8p_1, stream_f8p_2, stream_f8p_3, stream_f8p_4 };
+
+/* x rows prepared on the stack up to this many floats (o_proj's 16384 columns for two rows), on
+ * the heap beyond. */
+#define F8_X_STACK_FLOATS (2 * 16384)
+
+static void *f8_alloc(size_t bytes)
+{
+    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) {
+        fprintf(stderr, "matvec_range: cannot allocate %zu bytes for the prepared x rows\n", bytes);
+        abort();
+    }
+    return p;
+}
+
+static void f8_stream_range(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy)
+{
+    _Alignas(64) float stack[F8_X_STACK_FLOATS];
+    const int ldp = f8_padded(w->cols);
+    size_t need = (size_t)ldp * (size_t)nb;
+    float *xp = need <= F8_X_STACK_FLOATS ? stack : f8_alloc(sizeof(float) * need);
+    float smul[KERNEL_STREAM_MAX];
+    for (int b = 0; b < nb; b++) {
+        int k = f8_x_exponent(x + (size_t)b * ldx, w->cols);
+        f8_prepare_x(x + (size_t)b * ldx, w->cols, f8_pow2(k), xp + (size_t)b * ldp);
+        smul[b] = f8_pow2(120 - k);
+    }
+    stream_f8p_table[nb - 1](w, r0, r1, xp, ldp, smul, y, ldy);
+    if (xp != stack) free(xp);
+}
+
+typedef void (*gemm_f8_fn)(const matrix *w, int r, const float *buf, int c_beg, int c_end, const float *xp,
+                           const float *smul, float *st, float *y, int ldy);
+#define GEMM_F8_VARIANT(name, nr, nb)                                                                    \
+    static void name(const matrix *w, int r, const float *buf, int c_beg, int c_end, const float *xp,     \
+                     const float *smul, float *st, float *y, int ldy)                                     \
+    {                                                                                                     \
+        tile_buf_f8(nr, nb, w, r, buf, GEMM_PANEL_COLS, c_beg, c_end, xp, GEMM_PANEL_COLS, smul, st, y, ldy); \
+    }
+#define GEMM_F8_ROW_VARIANTS(tag, nr)                                                                     \
+    GEMM_F8_VARIANT(tag##_1, nr, 1) GEMM_F8_VARIANT(tag##_2, nr, 2) GEMM_F8_VARIANT(tag##_3, nr, 3)
+GEMM_F8_ROW_VARIANTS(gemm_f8p_rt, F8_GEMM_ROWS)
+GEMM_F8_ROW_VARIANTS(gemm_f8p_r1, 1)
+static const gemm_f8_fn gemm_f8p_table[2][3] = { { gemm_f8p_rt_1, gemm_f8p_rt_2, gemm_f8p_rt_3 },
+                                                 { gemm_f8p_r1_1, gemm_f8p_r1_2, gemm_f8p_r1_3 } };
+
+enum { F8_SUPER = 8 * F8_GEMM_COLS };
+
+/* One decoded slice (rows r..r+nr, panel [c, ce)) against a super-group of ns x rows: their
+ * panel prepared into xpan, then tiles of F8_GEMM_ROWS x F8_GEMM_COLS. */
+static void f8_gemm_panel(const matrix *w, int r, int nr, int c, int ce, const float *buf, const float *x, int ldx,
+                          int ns, const float *kmul, const float *smul, float *xpan, float *st, float *y, int ldy)
+{
+    for (int b = 0; b < ns; b++)
+        f8_prepare_x(x + (size_t)b * ldx + c, ce - c, kmul[b], xpan + (size_t)b * GEMM_PANEL_COLS);
+    for (int b0 = 0; b0 < ns; b0 += F8_GEMM_COLS) {
+        int g = ns - b0 < F8_GEMM_COLS ? ns - b0 : F8_GEMM_COLS;
+        const float *xg = xpan + (size_t)b0 * GEMM_PANEL_COLS;
+        float *yg = y + (size_t)b0 * ldy, *sg = st + (size_t)b0 * GEMM_SLICE_ROWS * TOT_LANES;
+        int i = 0;
+        for (; i + F8_GEMM_ROWS <= nr; i += F8_GEMM_ROWS)
+            gemm_f8p_table[0][g - 1](w, r + i, buf + (size_t)i * GEMM_PANEL_COLS, c, ce, xg, smul + b0,
+                                     sg + (size_t)i * g * TOT_LANES, yg + i, ldy);
+        for (; i < nr; i++)
+            gemm_f8p_table[1][g - 1](w, r + i, buf + (size_t)i * GEMM_PANEL_COLS, c, ce, xg, smul + b0,
+                                     sg + (size_t)i * g * TOT_LANES, yg + i, ldy);
+    }
+}
+
+/* Batches above KERNEL_STREAM_MAX: slices of 16 rows decoded once per 256-column panel (as
+ * gemm_range), each super-group's x panel prepared beside them. */
+static void f8_gemm_range(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy)
+{
+    _Alignas(64) float buf[GEMM_SLICE_ROWS * GEMM_PANEL_COLS];
+    _Alignas(64) float xpan[F8_SUPER * GEMM_PANEL_COLS];
+    _Alignas(64) float st[GEMM_SLICE_ROWS * F8_SUPER * TOT_LANES];
+    float kmul_stack[256], smul_stack[256];
+    float *kmul = nb <= 256 ? kmul_stack : f8_alloc(sizeof(float) * (size_t)nb);
+    float *smul = nb <= 256 ? smul_stack : f8_alloc(sizeof(float) * (size_t)nb);
+    for (int b = 0; b < nb; b++) {
+        int k = f8_x_exponent(x + (size_t)b * ldx, w->cols);
+        kmul[b] = f8_pow2(k);
+        smul[b] = f8_pow2(120 - k);
+    }
+    const int cols = w->cols;
+    for (int r = r0; r < r1; r += GEMM_SLICE_ROWS) {
+        int nr = r1 - r < GEMM_SLICE_ROWS ? r1 - r : GEMM_SLICE_ROWS;
+        if (r + nr < r1) prefetch_range_start((const char *)w->data + (size_t)(r + nr) * cols, (size_t)cols);
+        for (int s0 = 0; s0 < nb; s0 += F8_SUPER) {
+            int ns = nb - s0 < F8_SUPER ? nb - s0 : F8_SUPER;
+            for (int c = 0; c < cols; c += GEMM_PANEL_COLS) {
+                int ce = cols - c < GEMM_PANEL_COLS ? cols : c + GEMM_PANEL_COLS;
+                decode_rows_f8(w, r, nr, c, ce, buf, GEMM_PANEL_COLS);
+                f8_gemm_panel(w, r, nr, c, ce, buf, x + (size_t)s0 * ldx, ldx, ns, kmul + s0, smul + s0, xpan, st,
+                              y + (size_t)s0 * ldy + (r - r0), ldy);
+            }
+        }
+    }
+    if (kmul != kmul_stack) free(kmul);
+    if (smul != smul_stack) free(smul);
+}
+#endif
+
 void KERNEL_ISA_NAME(matvec_range, KERNEL_ISA)(const matrix *w, int r0, int r1, const float *x, int ldx, int nb,
                                                float *y, int ldy)
 {
     const stream_fn *stream;
     const gemm_fn(*gemm)[4];
     decode_fn decode;
+#ifdef KERNEL_F8_PREPARED_X
+    if (w->dtype == DTYPE_F8_E4M3) {
+        if (nb <= KERNEL_STREAM_MAX) f8_stream_range(w, r0, r1, x, ldx, nb, y, ldy);
+        else f8_gemm_range(w, r0, r1, x, ldx, nb, y, ldy);
+        return;
+    }
+#endif
     switch (w->dtype) {
     case DTYPE_F8_E4M3: stream = stream_f8_table; gemm = gemm_f8_table; decode = gemm_f8_decode; break;
     case DTYPE_BF16: stream = stream_bf16_table; gemm = gemm_bf16_table; decode = gemm_bf16_decode; break;

@@ -66,6 +66,29 @@ INLINE void prefetch_ahead(const void *row, size_t at, size_t row_bytes, int row
     __builtin_prefetch((const char *)row + off, 0, 3);
 }
 
+/* The same for rows that may be shorter than PREFETCH_BYTES (an expert's down projection, 2 KiB in
+ * R1): the bytes PREFETCH_BYTES ahead of a row's position are q tiles of rows further on, q =
+ * PREFETCH_BYTES / row_bytes. The division is done once per matrix call (prefetch_plan_for), the
+ * tile loops only compare. */
+typedef struct { size_t whole, part, tile; } prefetch_plan;
+
+static inline prefetch_plan prefetch_plan_for(size_t row_bytes, int rows_side_by_side)
+{
+    size_t tile = (size_t)rows_side_by_side * row_bytes;
+    prefetch_plan p = { PREFETCH_BYTES / row_bytes * tile, PREFETCH_BYTES % row_bytes, tile };
+    return p;
+}
+
+INLINE void prefetch_ahead_plan(const void *row, size_t at, size_t row_bytes, prefetch_plan p)
+{
+    size_t off = at + p.part, skip = p.whole;
+    if (off >= row_bytes) {
+        off -= row_bytes;
+        skip += p.tile;
+    }
+    __builtin_prefetch((const char *)row + skip + off, 0, 3);
+}
+
 /* Demand misses at the start of a small matrix (an expert's 24 KiB, a router) are paid one
  * after another before the in-loop prefetch is far enough ahead: ask for the range's first bytes
  * (up to PREFETCH_BYTES, which the loop then keeps ahead of) before the first dot product. */
