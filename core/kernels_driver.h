@@ -231,8 +231,15 @@ typedef void (*gemm_f8_fn)(const matrix *w, int r, const float *buf, int c_beg, 
     GEMM_F8_VARIANT(tag##_1, nr, 1) GEMM_F8_VARIANT(tag##_2, nr, 2) GEMM_F8_VARIANT(tag##_3, nr, 3)
 GEMM_F8_ROW_VARIANTS(gemm_f8p_rt, F8_GEMM_ROWS)
 GEMM_F8_ROW_VARIANTS(gemm_f8p_r1, 1)
+#if F8_GEMM_COLS == 4
+GEMM_F8_VARIANT(gemm_f8p_rt_4, F8_GEMM_ROWS, 4)
+GEMM_F8_VARIANT(gemm_f8p_r1_4, 1, 4)
+static const gemm_f8_fn gemm_f8p_table[2][4] = { { gemm_f8p_rt_1, gemm_f8p_rt_2, gemm_f8p_rt_3, gemm_f8p_rt_4 },
+                                                 { gemm_f8p_r1_1, gemm_f8p_r1_2, gemm_f8p_r1_3, gemm_f8p_r1_4 } };
+#else
 static const gemm_f8_fn gemm_f8p_table[2][3] = { { gemm_f8p_rt_1, gemm_f8p_rt_2, gemm_f8p_rt_3 },
                                                  { gemm_f8p_r1_1, gemm_f8p_r1_2, gemm_f8p_r1_3 } };
+#endif
 
 enum { F8_SUPER = 8 * F8_GEMM_COLS };
 
