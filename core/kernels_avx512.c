@@ -302,9 +302,11 @@ INLINE void t_tile(dtype_t dt, int NB, int TV, const matrix *w, int r0, int r1, 
  * a time: two in-lane byte unpacks, two shifts and two masks give 64 bf16 words, two masks and two
  * shifts the four fp32 vectors: 10 zmm ops per 64 weights against 12 for the vcvtph2ps route, all
  * of them single-uop integer ops. The reduction of one (weight row, x row) pair: per 128-column
- * block, its two 64-column groups in order, vectors 0 and 2 into accumulator 0, 1 and 3 into
- * accumulator 1 (a masked last group has zero weights and zero x); at the block's end (acc0 +
- * acc1) times the scale is fma'd into the running total; _mm512_reduce_add_ps at the end. */
+ * block, its 64-column groups in order, their four vectors in order into one accumulator (a
+ * masked last group has zero weights and zero x); at the block's end the accumulator times the
+ * scale is fma'd into the running total; _mm512_reduce_add_ps at the end. One accumulator per
+ * pair is enough here: a zmm fma issues at most once a cycle, and the tiles keep 8 or more chains
+ * in flight. */
 #define KERNEL_F8_PREPARED_X 1
 #define F8_GROUP 64
 
@@ -328,24 +330,28 @@ INLINE void fp8_partial_to_f32bits(const uint8_t *q, int n, __m512 wv[4])
     fp8x64_bits(_mm512_maskz_loadu_epi8(((__mmask64)1 << n) - 1, q), wv);
 }
 
-/* 64 consecutive floats (scaled by mul) in the conversion's order: each 16-float chunk h feeds
- * lane h of the four vectors (its odd and even floats of each half). */
-INLINE void f8_permute_group(const float *x, __m128 mul, float *out)
+/* 64 consecutive floats (scaled by mul) in the conversion's order: lane h of vector t takes
+ * floats 16h + 2j + {1, 0, 9, 8}[t] (j = 0..3); two two-source permutes gather chunks 0-1 and
+ * 2-3, a 128-bit shuffle joins them. */
+INLINE void f8_permute_group(const float *x, __m512 mul, float *out)
 {
-    for (int h = 0; h < 4; h++) {
-        __m128 p0 = _mm_mul_ps(_mm_loadu_ps(x + 16 * h), mul), p1 = _mm_mul_ps(_mm_loadu_ps(x + 16 * h + 4), mul);
-        __m128 q0 = _mm_mul_ps(_mm_loadu_ps(x + 16 * h + 8), mul), q1 = _mm_mul_ps(_mm_loadu_ps(x + 16 * h + 12), mul);
-        _mm_storeu_ps(out + 4 * h, _mm_shuffle_ps(p0, p1, _MM_SHUFFLE(3, 1, 3, 1)));
-        _mm_storeu_ps(out + 16 + 4 * h, _mm_shuffle_ps(p0, p1, _MM_SHUFFLE(2, 0, 2, 0)));
-        _mm_storeu_ps(out + 32 + 4 * h, _mm_shuffle_ps(q0, q1, _MM_SHUFFLE(3, 1, 3, 1)));
-        _mm_storeu_ps(out + 48 + 4 * h, _mm_shuffle_ps(q0, q1, _MM_SHUFFLE(2, 0, 2, 0)));
+    static const int pick[4] = { 1, 0, 9, 8 };
+    __m512 a = _mm512_mul_ps(_mm512_loadu_ps(x), mul), b = _mm512_mul_ps(_mm512_loadu_ps(x + 16), mul);
+    __m512 c = _mm512_mul_ps(_mm512_loadu_ps(x + 32), mul), d = _mm512_mul_ps(_mm512_loadu_ps(x + 48), mul);
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; t++) {
+        int p = pick[t];
+        __m512i idx = _mm512_setr_epi32(p, p + 2, p + 4, p + 6, 16 + p, 18 + p, 20 + p, 22 + p, p, p + 2, p + 4, p + 6,
+                                        16 + p, 18 + p, 20 + p, 22 + p);
+        __m512 ab = _mm512_permutex2var_ps(a, idx, b), cd = _mm512_permutex2var_ps(c, idx, d);
+        _mm512_storeu_ps(out + 16 * t, _mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)));
     }
 }
 
 /* x[0, n) times mul into out[0, round_up(n, 64)) in the conversion's order, zero-padded. */
 INLINE void f8_prepare_x(const float *x, int n, float mul, float *out)
 {
-    __m128 m = _mm_set1_ps(mul);
+    __m512 m = _mm512_set1_ps(mul);
     int c = 0;
     for (; c + F8_GROUP <= n; c += F8_GROUP) f8_permute_group(x + c, m, out + c);
     if (c < n) {
@@ -365,12 +371,12 @@ INLINE float f8_abs_max(const float *x, int n)
     return _mm512_reduce_max_ps(m);
 }
 
-INLINE void f8_acc_group(__m512 acc[2], const __m512 wv[4], const float *xp)
+INLINE __m512 f8_acc_group(__m512 acc, const __m512 wv[4], const float *xp)
 {
-    acc[0] = _mm512_fmadd_ps(wv[0], _mm512_loadu_ps(xp), acc[0]);
-    acc[1] = _mm512_fmadd_ps(wv[1], _mm512_loadu_ps(xp + 16), acc[1]);
-    acc[0] = _mm512_fmadd_ps(wv[2], _mm512_loadu_ps(xp + 32), acc[0]);
-    acc[1] = _mm512_fmadd_ps(wv[3], _mm512_loadu_ps(xp + 48), acc[1]);
+    acc = _mm512_fmadd_ps(wv[0], _mm512_loadu_ps(xp), acc);
+    acc = _mm512_fmadd_ps(wv[1], _mm512_loadu_ps(xp + 16), acc);
+    acc = _mm512_fmadd_ps(wv[2], _mm512_loadu_ps(xp + 32), acc);
+    return _mm512_fmadd_ps(wv[3], _mm512_loadu_ps(xp + 48), acc);
 }
 
 /* Streaming tile: NR (1..8) FP8 rows against NB (1..4) prepared x rows xp[b * ldp], whole rows,
@@ -391,11 +397,11 @@ INLINE void tile_stream_f8(int NR, int NB, const matrix *w, int r, const float *
     for (int j = 0; j < NR * NB; j++) _mm512_storeu_ps(st + (size_t)j * TOT_LANES, _mm512_setzero_ps());
     for (int c0 = 0; c0 < cols; c0 += KERNEL_BLOCK) {
         int cb = cols - c0 < KERNEL_BLOCK ? cols - c0 : KERNEL_BLOCK;
-        __m512 acc[8][4][2];
+        __m512 acc[8][4];
 #pragma GCC unroll 8
         for (int i = 0; i < NR; i++)
 #pragma GCC unroll 4
-            for (int b = 0; b < NB; b++) acc[i][b][0] = acc[i][b][1] = _mm512_setzero_ps();
+            for (int b = 0; b < NB; b++) acc[i][b] = _mm512_setzero_ps();
         int k = 0;
         for (; k + F8_GROUP <= cb; k += F8_GROUP) {
 #pragma GCC unroll 8
@@ -404,7 +410,7 @@ INLINE void tile_stream_f8(int NR, int NB, const matrix *w, int r, const float *
                 __m512 wv[4];
                 fp8x64_to_f32bits(wrow[i] + c0 + k, wv);
 #pragma GCC unroll 4
-                for (int b = 0; b < NB; b++) f8_acc_group(acc[i][b], wv, xp + (size_t)b * ldp + c0 + k);
+                for (int b = 0; b < NB; b++) acc[i][b] = f8_acc_group(acc[i][b], wv, xp + (size_t)b * ldp + c0 + k);
             }
         }
         if (k < cb) {
@@ -413,7 +419,7 @@ INLINE void tile_stream_f8(int NR, int NB, const matrix *w, int r, const float *
                 __m512 wv[4];
                 fp8_partial_to_f32bits(wrow[i] + c0 + k, cb - k, wv);
 #pragma GCC unroll 4
-                for (int b = 0; b < NB; b++) f8_acc_group(acc[i][b], wv, xp + (size_t)b * ldp + c0 + k);
+                for (int b = 0; b < NB; b++) acc[i][b] = f8_acc_group(acc[i][b], wv, xp + (size_t)b * ldp + c0 + k);
             }
         }
 #pragma GCC unroll 8
@@ -421,8 +427,7 @@ INLINE void tile_stream_f8(int NR, int NB, const matrix *w, int r, const float *
             float s = srow[i][c0 / KERNEL_BLOCK];
 #pragma GCC unroll 4
             for (int b = 0; b < NB; b++)
-                tot_update(st + (size_t)(i * NB + b) * TOT_LANES, _mm512_add_ps(acc[i][b][0], acc[i][b][1]),
-                           _mm512_set1_ps(s * smul[b]));
+                tot_update(st + (size_t)(i * NB + b) * TOT_LANES, acc[i][b], _mm512_set1_ps(s * smul[b]));
         }
     }
 #pragma GCC unroll 8
@@ -451,16 +456,17 @@ INLINE void decode_rows_f8(const matrix *w, int r, int nr, int c_beg, int c_end,
     }
 }
 
-/* GEMM tile: NR (1..2) decoded FP8 rows of buf against NB (1..4) prepared x rows of the panel
- * xp[b * ldp] (column c_beg at xp[0]) over the blocks [c_beg, c_end): 16 accumulators and 8
- * running totals in registers for the whole panel, resumed from st[NR][NB][16] (zero when
- * c_beg == 0) and parked there at its end, or summed into y when c_end == cols. */
+/* GEMM tile: NR (1..3) decoded FP8 rows of buf against NB (1..4) prepared x rows of the panel
+ * xp[b * ldp] (column c_beg at xp[0]) over the blocks [c_beg, c_end): 12 accumulators, 12 running
+ * totals, 3 weight vectors and 1 x vector of the 32 zmm, as tile_buf. The totals are resumed from
+ * st[NR][NB][16] (zero when c_beg == 0) and parked there at the panel's end, or summed into y when
+ * c_end == cols. */
 INLINE void tile_buf_f8(int NR, int NB, const matrix *w, int r, const float *buf, int ldb, int c_beg, int c_end,
                         const float *xp, int ldp, const float *smul, float *st, float *y, int ldy)
 {
     const int cols = w->cols;
-    __m512 tot[2][4];
-#pragma GCC unroll 2
+    __m512 tot[3][4];
+#pragma GCC unroll 3
     for (int i = 0; i < NR; i++)
 #pragma GCC unroll 4
         for (int b = 0; b < NB; b++)
@@ -469,34 +475,30 @@ INLINE void tile_buf_f8(int NR, int NB, const matrix *w, int r, const float *buf
         int cb = cols - c0 < KERNEL_BLOCK ? cols - c0 : KERNEL_BLOCK;
         int npad = (cb + F8_GROUP - 1) / F8_GROUP * F8_GROUP;
         const float *wb = buf + (c0 - c_beg), *xb = xp + (c0 - c_beg);
-        __m512 acc[2][4][2];
-#pragma GCC unroll 2
+        __m512 acc[3][4];
+#pragma GCC unroll 3
         for (int i = 0; i < NR; i++)
 #pragma GCC unroll 4
-            for (int b = 0; b < NB; b++) acc[i][b][0] = acc[i][b][1] = _mm512_setzero_ps();
-        for (int k = 0; k < npad; k += 2 * VW) {
-#pragma GCC unroll 2
-            for (int a = 0; a < 2; a++) {
-                __m512 wv[2];
-#pragma GCC unroll 2
-                for (int i = 0; i < NR; i++) wv[i] = in_register(_mm512_load_ps(wb + (size_t)i * ldb + k + VW * a));
+            for (int b = 0; b < NB; b++) acc[i][b] = _mm512_setzero_ps();
+        for (int k = 0; k < npad; k += VW) {
+            __m512 wv[3];
+#pragma GCC unroll 3
+            for (int i = 0; i < NR; i++) wv[i] = in_register(_mm512_load_ps(wb + (size_t)i * ldb + k));
 #pragma GCC unroll 4
-                for (int b = 0; b < NB; b++) {
-                    __m512 xv = in_register(_mm512_loadu_ps(xb + (size_t)b * ldp + k + VW * a));
-#pragma GCC unroll 2
-                    for (int i = 0; i < NR; i++) acc[i][b][a] = _mm512_fmadd_ps(wv[i], xv, acc[i][b][a]);
-                }
+            for (int b = 0; b < NB; b++) {
+                __m512 xv = in_register(_mm512_loadu_ps(xb + (size_t)b * ldp + k));
+#pragma GCC unroll 3
+                for (int i = 0; i < NR; i++) acc[i][b] = _mm512_fmadd_ps(wv[i], xv, acc[i][b]);
             }
         }
-#pragma GCC unroll 2
+#pragma GCC unroll 3
         for (int i = 0; i < NR; i++) {
             float s = kernel_scale_row(w, r + i)[c0 / KERNEL_BLOCK];
 #pragma GCC unroll 4
-            for (int b = 0; b < NB; b++)
-                tot[i][b] = _mm512_fmadd_ps(_mm512_add_ps(acc[i][b][0], acc[i][b][1]), _mm512_set1_ps(s * smul[b]), tot[i][b]);
+            for (int b = 0; b < NB; b++) tot[i][b] = _mm512_fmadd_ps(acc[i][b], _mm512_set1_ps(s * smul[b]), tot[i][b]);
         }
     }
-#pragma GCC unroll 2
+#pragma GCC unroll 3
     for (int i = 0; i < NR; i++)
 #pragma GCC unroll 4
         for (int b = 0; b < NB; b++) {
@@ -509,10 +511,10 @@ INLINE void tile_buf_f8(int NR, int NB, const matrix *w, int r, const float *buf
 #define F8_ROWS_NB1 8
 #endif
 #ifndef F8_ROWS_NB2
-#define F8_ROWS_NB2 4
+#define F8_ROWS_NB2 8
 #endif
-#define F8_STREAM_ROWS(nb) ((nb) == 1 ? F8_ROWS_NB1 : (nb) == 2 ? F8_ROWS_NB2 : 2)
-#define F8_GEMM_ROWS 2
+#define F8_STREAM_ROWS(nb) ((nb) == 1 ? F8_ROWS_NB1 : (nb) == 2 ? F8_ROWS_NB2 : 4)
+#define F8_GEMM_ROWS 3
 #define F8_GEMM_COLS 4
 
 /* Streaming tiles of four weight rows for batches of up to four x rows; GEMM tiles of three

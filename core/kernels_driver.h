@@ -189,26 +189,10 @@ typedef void (*stream_f8_fn)(const matrix *w, int r0, int r1, float *xp, int ldp
 STREAM_F8_VARIANT(1) STREAM_F8_VARIANT(2) STREAM_F8_VARIANT(3) STREAM_F8_VARIANT(4)
 static const stream_f8_fn stream_f8p_table[KERNEL_STREAM_MAX] = { stream_f8p_1, stream_f8p_2, stream_f8p_3, stream_f8p_4 };
 
-/* x rows prepared on the stack up to this many floats (o_proj's 16384 columns for two rows), on
- * the heap beyond. */
-#define F8_X_STACK_FLOATS (2 * 16384)
-
-static void *f8_alloc(size_t bytes)
-{
-    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!p) {
-        fprintf(stderr, "matvec_range: cannot allocate %zu bytes for the prepared x rows\n", bytes);
-        abort();
-    }
-    return p;
-}
-
 static void f8_stream_range(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy)
 {
-    _Alignas(64) float stack[F8_X_STACK_FLOATS];
     const int ldp = f8_padded(w->cols);
-    size_t need = (size_t)ldp * (size_t)nb;
-    float *xp = need <= F8_X_STACK_FLOATS ? stack : f8_alloc(sizeof(float) * need);
+    float *xp = kernel_scratch((size_t)ldp * (size_t)nb);
     float smul[KERNEL_STREAM_MAX];
     for (int b = 0; b < nb; b++) {
         int k = f8_x_exponent(x + (size_t)b * ldx, w->cols);
@@ -216,16 +200,15 @@ static void f8_stream_range(const matrix *w, int r0, int r1, const float *x, int
         smul[b] = f8_pow2(120 - k);
     }
     stream_f8p_table[nb - 1](w, r0, r1, xp, ldp, smul, y, ldy);
-    if (xp != stack) free(xp);
 }
 
-typedef void (*gemm_f8_fn)(const matrix *w, int r, const float *buf, int c_beg, int c_end, const float *xp,
+typedef void (*gemm_f8_fn)(const matrix *w, int r, const float *buf, int c_beg, int c_end, const float *xp, int ldp,
                            const float *smul, float *st, float *y, int ldy);
 #define GEMM_F8_VARIANT(name, nr, nb)                                                                    \
-    static void name(const matrix *w, int r, const float *buf, int c_beg, int c_end, const float *xp,     \
+    static void name(const matrix *w, int r, const float *buf, int c_beg, int c_end, const float *xp, int ldp, \
                      const float *smul, float *st, float *y, int ldy)                                     \
     {                                                                                                     \
-        tile_buf_f8(nr, nb, w, r, buf, GEMM_PANEL_COLS, c_beg, c_end, xp, GEMM_PANEL_COLS, smul, st, y, ldy); \
+        tile_buf_f8(nr, nb, w, r, buf, GEMM_PANEL_COLS, c_beg, c_end, xp, ldp, smul, st, y, ldy);         \
     }
 #define GEMM_F8_ROW_VARIANTS(tag, nr)                                                                     \
     GEMM_F8_VARIANT(tag##_1, nr, 1) GEMM_F8_VARIANT(tag##_2, nr, 2) GEMM_F8_VARIANT(tag##_3, nr, 3)
@@ -243,58 +226,53 @@ static const gemm_f8_fn gemm_f8p_table[2][3] = { { gemm_f8p_rt_1, gemm_f8p_rt_2,
 
 enum { F8_SUPER = 8 * F8_GEMM_COLS };
 
-/* One decoded slice (rows r..r+nr, panel [c, ce)) against a super-group of ns x rows: their
- * panel prepared into xpan, then tiles of F8_GEMM_ROWS x F8_GEMM_COLS. */
-static void f8_gemm_panel(const matrix *w, int r, int nr, int c, int ce, const float *buf, const float *x, int ldx,
-                          int ns, const float *kmul, const float *smul, float *xpan, float *st, float *y, int ldy)
+/* One decoded slice (rows r..r+nr, panel [c, ce)) against a super-group of ns prepared x rows
+ * (xp[b * ldp], column c at xp[c]), in tiles of F8_GEMM_ROWS x F8_GEMM_COLS. */
+static void f8_gemm_panel(const matrix *w, int r, int nr, int c, int ce, const float *buf, const float *xp, int ldp,
+                          int ns, const float *smul, float *st, float *y, int ldy)
 {
-    for (int b = 0; b < ns; b++)
-        f8_prepare_x(x + (size_t)b * ldx + c, ce - c, kmul[b], xpan + (size_t)b * GEMM_PANEL_COLS);
     for (int b0 = 0; b0 < ns; b0 += F8_GEMM_COLS) {
         int g = ns - b0 < F8_GEMM_COLS ? ns - b0 : F8_GEMM_COLS;
-        const float *xg = xpan + (size_t)b0 * GEMM_PANEL_COLS;
+        const float *xg = xp + (size_t)b0 * ldp + c;
         float *yg = y + (size_t)b0 * ldy, *sg = st + (size_t)b0 * GEMM_SLICE_ROWS * TOT_LANES;
         int i = 0;
         for (; i + F8_GEMM_ROWS <= nr; i += F8_GEMM_ROWS)
-            gemm_f8p_table[0][g - 1](w, r + i, buf + (size_t)i * GEMM_PANEL_COLS, c, ce, xg, smul + b0,
+            gemm_f8p_table[0][g - 1](w, r + i, buf + (size_t)i * GEMM_PANEL_COLS, c, ce, xg, ldp, smul + b0,
                                      sg + (size_t)i * g * TOT_LANES, yg + i, ldy);
         for (; i < nr; i++)
-            gemm_f8p_table[1][g - 1](w, r + i, buf + (size_t)i * GEMM_PANEL_COLS, c, ce, xg, smul + b0,
+            gemm_f8p_table[1][g - 1](w, r + i, buf + (size_t)i * GEMM_PANEL_COLS, c, ce, xg, ldp, smul + b0,
                                      sg + (size_t)i * g * TOT_LANES, yg + i, ldy);
     }
 }
 
-/* Batches above KERNEL_STREAM_MAX: slices of 16 rows decoded once per 256-column panel (as
- * gemm_range), each super-group's x panel prepared beside them. */
+/* Batches above KERNEL_STREAM_MAX, one super-group of F8_SUPER x rows at a time: its rows
+ * prepared once (this thread's scratch), then slices of 16 weight rows decoded once per
+ * 256-column panel and applied to all of them (as gemm_range). */
 static void f8_gemm_range(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy)
 {
     _Alignas(64) float buf[GEMM_SLICE_ROWS * GEMM_PANEL_COLS];
-    _Alignas(64) float xpan[F8_SUPER * GEMM_PANEL_COLS];
     _Alignas(64) float st[GEMM_SLICE_ROWS * F8_SUPER * TOT_LANES];
-    float kmul_stack[256], smul_stack[256];
-    float *kmul = nb <= 256 ? kmul_stack : f8_alloc(sizeof(float) * (size_t)nb);
-    float *smul = nb <= 256 ? smul_stack : f8_alloc(sizeof(float) * (size_t)nb);
-    for (int b = 0; b < nb; b++) {
-        int k = f8_x_exponent(x + (size_t)b * ldx, w->cols);
-        kmul[b] = f8_pow2(k);
-        smul[b] = f8_pow2(120 - k);
-    }
-    const int cols = w->cols;
-    for (int r = r0; r < r1; r += GEMM_SLICE_ROWS) {
-        int nr = r1 - r < GEMM_SLICE_ROWS ? r1 - r : GEMM_SLICE_ROWS;
-        if (r + nr < r1) prefetch_range_start((const char *)w->data + (size_t)(r + nr) * cols, (size_t)cols);
-        for (int s0 = 0; s0 < nb; s0 += F8_SUPER) {
-            int ns = nb - s0 < F8_SUPER ? nb - s0 : F8_SUPER;
+    float smul[F8_SUPER];
+    const int cols = w->cols, ldp = f8_padded(cols);
+    float *xp = kernel_scratch((size_t)ldp * F8_SUPER);
+    for (int s0 = 0; s0 < nb; s0 += F8_SUPER) {
+        int ns = nb - s0 < F8_SUPER ? nb - s0 : F8_SUPER;
+        for (int b = 0; b < ns; b++) {
+            const float *xb = x + (size_t)(s0 + b) * ldx;
+            int k = f8_x_exponent(xb, cols);
+            f8_prepare_x(xb, cols, f8_pow2(k), xp + (size_t)b * ldp);
+            smul[b] = f8_pow2(120 - k);
+        }
+        for (int r = r0; r < r1; r += GEMM_SLICE_ROWS) {
+            int nr = r1 - r < GEMM_SLICE_ROWS ? r1 - r : GEMM_SLICE_ROWS;
+            if (r + nr < r1) prefetch_range_start((const char *)w->data + (size_t)(r + nr) * cols, (size_t)cols);
             for (int c = 0; c < cols; c += GEMM_PANEL_COLS) {
                 int ce = cols - c < GEMM_PANEL_COLS ? cols : c + GEMM_PANEL_COLS;
                 decode_rows_f8(w, r, nr, c, ce, buf, GEMM_PANEL_COLS);
-                f8_gemm_panel(w, r, nr, c, ce, buf, x + (size_t)s0 * ldx, ldx, ns, kmul + s0, smul + s0, xpan, st,
-                              y + (size_t)s0 * ldy + (r - r0), ldy);
+                f8_gemm_panel(w, r, nr, c, ce, buf, xp, ldp, ns, smul, st, y + (size_t)s0 * ldy + (r - r0), ldy);
             }
         }
     }
-    if (kmul != kmul_stack) free(kmul);
-    if (smul != smul_stack) free(smul);
 }
 #endif
 

@@ -27,6 +27,10 @@ void matvec_t_range_avx2(const matrix *w, int r0, int r1, const float *x, int ld
 void matvec_range_avx512(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy);
 void matvec_t_range_avx512(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy);
 
+/* This thread's scratch buffer of at least `floats` floats, 64-byte aligned; valid until the next
+ * call from the same thread. Aborts with one line when memory runs out. */
+float *kernel_scratch(size_t floats);
+
 /* Aborts with one line naming the dtype: only F8_E4M3, BF16 and F32 weights have kernels. */
 void kernels_unsupported_dtype(dtype_t t, const char *where);
 
