@@ -1,7 +1,9 @@
-/* AVX2 + FMA + F16C path (the i7-8700K class: no AVX-512): 8-column chunks, FP8 through vcvtph2ps
- * (see kernels_internal.h). Only 16 ymm registers: streaming tiles of four weight rows, GEMM tiles
- * of 4 decoded rows x 3 x rows. The row loops and the batch, panel and tile drivers are shared with
- * the AVX-512 path: kernels_driver.h, included last. */
+/* AVX2 + FMA + F16C path (the i7-8700K class: no AVX-512): 8-column chunks. FP8 matvec_range reads
+ * the weights as fp32 bit patterns against a prepared x (the section "FP8 matvec_range" below);
+ * the transposed product goes through vcvtph2ps (see kernels_internal.h). Only 16 ymm registers:
+ * streaming tiles of 8 (nb 1), 4 (nb 2) or 2 FP8 rows and four BF16/F32 rows, GEMM tiles of 2 FP8
+ * or 4 BF16/F32 decoded rows x 3 x rows. The row loops and the batch, panel and tile drivers are
+ * shared with the AVX-512 path: kernels_driver.h, included last. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdio.h>
@@ -343,7 +345,6 @@ INLINE void t_tile(dtype_t dt, int NB, int TP, const matrix *w, int r0, int r1, 
  * into accumulator 1 (a padded last group has zero weights and zero x); at the block's end
  * (acc0 + acc1) times the scale is fma'd into the running total; hsum256 at the end. The
  * streaming and GEMM tiles issue exactly these operations per pair. */
-#define KERNEL_F8_PREPARED_X 1
 #define F8_GROUP 32
 
 /* 32 FP8 bytes -> 4 vectors of fp32 weights * 2^-120. Vector t, lane L (half h = L / 4,

@@ -1,6 +1,7 @@
-/* AVX-512 path: 16 columns per vector, FP8 through vcvtph2ps (see kernels_internal.h). The row
- * loops and the batch and tile drivers are shared with the AVX2 path: kernels_driver.h, included
- * last. */
+/* AVX-512 path: 16 columns per vector. FP8 matvec_range reads the weights as fp32 bit patterns
+ * against a prepared x (the section "FP8 matvec_range" below, and kernels_avx2.c for why); the
+ * transposed product goes through vcvtph2ps (see kernels_internal.h). The row loops and the batch
+ * and tile drivers are shared with the AVX2 path: kernels_driver.h, included last. */
 #include <immintrin.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -307,7 +308,6 @@ INLINE void t_tile(dtype_t dt, int NB, int TV, const matrix *w, int r0, int r1, 
  * scale is fma'd into the running total; _mm512_reduce_add_ps at the end. One accumulator per
  * pair is enough here: a zmm fma issues at most once a cycle, and the tiles keep 8 or more chains
  * in flight. */
-#define KERNEL_F8_PREPARED_X 1
 #define F8_GROUP 64
 
 /* Vector t, lane L (128-bit lane h = L / 4, j = L % 4) holds column 16h + 2j + {1, 0, 9, 8}[t]. */

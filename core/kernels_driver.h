@@ -20,12 +20,17 @@
  *                           the same product from decoded rows, over the column blocks
  *                           [c_beg, c_end), resuming the running totals st (zeroed when c_beg == 0)
  *                           and writing y[b * ldy + i] when c_end == cols
+ *   F8_GROUP, F8_STREAM_ROWS(nb), F8_GEMM_ROWS, F8_GEMM_COLS, f8_abs_max, f8_prepare_x,
+ *   tile_stream_f8, decode_rows_f8, tile_buf_f8
+ *                           the FP8 matvec_range: weights as fp32 bit patterns against x prepared
+ *                           once per call (see "FP8" below); the tiles above serve BF16 and F32
  *   T_TILE_VECTORS(nb), t_tile(dt, NB, TV, w, r0, r1, c0, x, ldx, y, ldy)
  *                           y[.][c0 .. c0 + 16*TV) of the transposed product over rows r0..r1
  * Nothing here changes the reduction of an output element: that is all in the tiles, which issue
  * the same operations per (weight row, x row) pair whatever NR, NB or the column panels. */
 #if !defined(KERNEL_ISA) || !defined(STREAM_ROWS) || !defined(GEMM_ROWS) || !defined(GEMM_COLS) || \
-    !defined(T_TILE_VECTORS) || !defined(TOT_LANES) || !defined(VW)
+    !defined(T_TILE_VECTORS) || !defined(TOT_LANES) || !defined(VW) || !defined(F8_GROUP) ||                 \
+    !defined(F8_GEMM_ROWS) || !defined(F8_GEMM_COLS)
 #error "kernels_driver.h is included last by an ISA file, after the macros listed above"
 #endif
 
@@ -62,7 +67,6 @@ typedef void (*stream_fn)(const matrix *w, int r0, int r1, const float *x, int l
     STREAM_VARIANT(tag##_4, dt, 4)                                                                        \
     static const stream_fn tag##_table[KERNEL_STREAM_MAX] = { tag##_1, tag##_2, tag##_3, tag##_4 };
 
-STREAM_DTYPE(stream_f8, DTYPE_F8_E4M3)
 STREAM_DTYPE(stream_bf16, DTYPE_BF16)
 STREAM_DTYPE(stream_f32, DTYPE_F32)
 
@@ -100,7 +104,6 @@ typedef void (*decode_fn)(const matrix *w, int r, int nr, int c_beg, int c_end, 
     static const gemm_fn tag##_table[2][4] = {                                                   \
         { tag##_rt_1, tag##_rt_2, tag##_rt_3, tag##_rt_4 }, { tag##_r1_1, tag##_r1_2, tag##_r1_3, tag##_r1_4 } };
 
-GEMM_DTYPE(gemm_f8, DTYPE_F8_E4M3)
 GEMM_DTYPE(gemm_bf16, DTYPE_BF16)
 GEMM_DTYPE(gemm_f32, DTYPE_F32)
 
@@ -138,10 +141,9 @@ static void gemm_range(const gemm_fn table[2][4], decode_fn decode, const matrix
     }
 }
 
-#ifdef KERNEL_F8_PREPARED_X
-/* ---- FP8 against a prepared x (ISA files that define KERNEL_F8_PREPARED_X) ----
- * They also define F8_GROUP, F8_STREAM_ROWS(nb), F8_GEMM_ROWS, F8_GEMM_COLS, f8_abs_max,
- * f8_prepare_x, tile_stream_f8, decode_rows_f8 and tile_buf_f8 (see the ISA file for the
+/* ---- FP8: weights as fp32 bit patterns against a prepared x ----
+ * The ISA file also defines F8_GROUP, F8_STREAM_ROWS(nb), F8_GEMM_ROWS, F8_GEMM_COLS, f8_abs_max,
+ * f8_prepare_x, tile_stream_f8, decode_rows_f8 and tile_buf_f8 (kernels_avx2.c explains the
  * representation and why x is scaled by 2^k and permuted). */
 
 static inline float f8_pow2(int e)
@@ -274,7 +276,6 @@ static void f8_gemm_range(const matrix *w, int r0, int r1, const float *x, int l
         }
     }
 }
-#endif
 
 void KERNEL_ISA_NAME(matvec_range, KERNEL_ISA)(const matrix *w, int r0, int r1, const float *x, int ldx, int nb,
                                                float *y, int ldy)
@@ -282,15 +283,11 @@ void KERNEL_ISA_NAME(matvec_range, KERNEL_ISA)(const matrix *w, int r0, int r1, 
     const stream_fn *stream;
     const gemm_fn(*gemm)[4];
     decode_fn decode;
-#ifdef KERNEL_F8_PREPARED_X
-    if (w->dtype == DTYPE_F8_E4M3) {
+    switch (w->dtype) {
+    case DTYPE_F8_E4M3:
         if (nb <= KERNEL_STREAM_MAX) f8_stream_range(w, r0, r1, x, ldx, nb, y, ldy);
         else f8_gemm_range(w, r0, r1, x, ldx, nb, y, ldy);
         return;
-    }
-#endif
-    switch (w->dtype) {
-    case DTYPE_F8_E4M3: stream = stream_f8_table; gemm = gemm_f8_table; decode = gemm_f8_decode; break;
     case DTYPE_BF16: stream = stream_bf16_table; gemm = gemm_bf16_table; decode = gemm_bf16_decode; break;
     case DTYPE_F32: stream = stream_f32_table; gemm = gemm_f32_table; decode = gemm_f32_decode; break;
     default: kernels_unsupported_dtype(w->dtype, "matvec_range"); return;

@@ -15,9 +15,11 @@
  * (decode, speculative verify); larger ones (prefill) run as a GEMM over decoded weight panels. */
 #define KERNEL_STREAM_MAX 4
 
-/* The SIMD paths decode an FP8 byte b as the fp16 with bits (b & 0x80) << 8 | (b & 0x7F) << 7,
- * whose value is exactly fp8(b) * 2^-8 (subnormals included), so the block scale they multiply in
- * is scale * 256. NaN bytes (0x7F, 0xFF) then read as +-480: real checkpoints contain none. */
+/* The SIMD paths' transposed product decodes an FP8 byte b as the fp16 with bits
+ * (b & 0x80) << 8 | (b & 0x7F) << 7, whose value is exactly fp8(b) * 2^-8 (subnormals included),
+ * so the block scale it multiplies in is scale * 256. (Their matvec_range reads FP8 as fp32 bit
+ * patterns instead: see kernels_avx2.c.) NaN bytes (0x7F, 0xFF) read as +-480 either way: real
+ * checkpoints contain none. */
 #define FP8_FP16_RESCALE 256.0f
 
 void matvec_range_scalar(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy);
