@@ -167,20 +167,26 @@ static inline int f8_x_exponent(const float *x, int n)
 
 static inline int f8_padded(int cols) { return (cols + F8_GROUP - 1) / F8_GROUP * F8_GROUP; }
 
-INLINE void stream_rows_f8(int NB, const matrix *w, int r0, int r1, const float *xp, int ldp, const float *smul,
-                           float *y, int ldy)
+INLINE void stream_tiles_f8(int NR, int NB, const matrix *w, int r0, int r1, const float *xp, int ldp,
+                            const float *smul, float *y, int ldy)
 {
-    const int NR = F8_STREAM_ROWS(NB);
     _Alignas(64) float st[8 * KERNEL_STREAM_MAX * TOT_LANES];
-    prefetch_range_start((const char *)w->data + (size_t)r0 * w->cols, (size_t)(r1 - r0) * w->cols);
     const prefetch_plan pf = prefetch_plan_for((size_t)w->cols, NR), pf1 = prefetch_plan_for((size_t)w->cols, 1);
     int r = r0;
     for (; r + NR <= r1; r += NR) tile_stream_f8(NR, NB, w, r, xp, ldp, smul, pf, st, y + (r - r0), ldy);
     for (; r < r1; r++) tile_stream_f8(1, NB, w, r, xp, ldp, smul, pf1, st, y + (r - r0), ldy);
 }
 
-/* xp and smul are not const here: GCC's -Wmaybe-uninitialized takes a const pointer to a stack array
- * that is filled through another pointer for a read of uninitialized memory. */
+/* Rows of at most 1 KiB (kv_b's 512 columns) run one x row in tiles of 4 rows: with 8 the
+ * per-row block ends and sums weigh more than the shorter chains save (measured on kv_b_proj). */
+INLINE void stream_rows_f8(int NB, const matrix *w, int r0, int r1, const float *xp, int ldp, const float *smul,
+                           float *y, int ldy)
+{
+    prefetch_range_start((const char *)w->data + (size_t)r0 * w->cols, (size_t)(r1 - r0) * w->cols);
+    if (NB == 1 && w->cols <= 1024) stream_tiles_f8(4, 1, w, r0, r1, xp, ldp, smul, y, ldy);
+    else stream_tiles_f8(F8_STREAM_ROWS(NB), NB, w, r0, r1, xp, ldp, smul, y, ldy);
+}
+
 typedef void (*stream_f8_fn)(const matrix *w, int r0, int r1, float *xp, int ldp, float *smul, float *y, int ldy);
 #define STREAM_F8_VARIANT(nb)                                                                            \
     static void stream_f8p_##nb(const matrix *w, int r0, int r1, float *xp, int ldp, float *smul, float *y,    \
