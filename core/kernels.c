@@ -188,6 +188,36 @@ void matvec_t_range_scalar(const matrix *w, int r0, int r1, const float *x, int 
     }
 }
 
+/* ---- per-thread scratch ---- */
+
+/* One buffer per thread, grown on demand and freed when the thread exits: the FP8 paths prepare
+ * x there on every call, and a fresh allocation of that size (up to a few MiB for a prefill batch)
+ * would be an mmap, page faults and an munmap per call. */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static __thread float *scratch_buf;
+static __thread size_t scratch_floats;
+
+static void scratch_key_make(void) { pthread_key_create(&scratch_key, free); }
+
+float *kernel_scratch(size_t floats)
+{
+    if (floats <= scratch_floats) return scratch_buf;
+    pthread_once(&scratch_once, scratch_key_make);
+    size_t want = floats < 16384 ? 16384 : floats + floats / 2;
+    float *p = aligned_alloc(64, (want * sizeof(float) + 63) / 64 * 64);
+    if (!p) {
+        fprintf(stderr, "kernels: cannot allocate %zu KiB of per-thread scratch for the prepared x rows\n",
+                want * sizeof(float) >> 10);
+        abort();
+    }
+    free(scratch_buf);
+    scratch_buf = p;
+    scratch_floats = want;
+    pthread_setspecific(scratch_key, p);
+    return p;
+}
+
 /* ---- dispatch ---- */
 
 void matvec_range(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy)

@@ -1,8 +1,13 @@
-/* AVX2 + FMA + F16C path (the i7-8700K class: no AVX-512): 8-column chunks, FP8 through vcvtph2ps
- * (see kernels_internal.h). Only 16 ymm registers: streaming tiles of four weight rows, GEMM tiles
- * of 4 decoded rows x 3 x rows. The row loops and the batch, panel and tile drivers are shared with
- * the AVX-512 path: kernels_driver.h, included last. */
+/* AVX2 + FMA + F16C path (the i7-8700K class: no AVX-512): 8-column chunks. FP8 matvec_range reads
+ * the weights as fp32 bit patterns against a prepared x (the section "FP8 matvec_range" below);
+ * the transposed product goes through vcvtph2ps (see kernels_internal.h). Only 16 ymm registers:
+ * streaming tiles of 8 (nb 1), 4 (nb 2) or 2 FP8 rows and four BF16/F32 rows, GEMM tiles of 2 FP8
+ * or 4 BF16/F32 decoded rows x 3 x rows. The row loops and the batch, panel and tile drivers are
+ * shared with the AVX-512 path: kernels_driver.h, included last. */
 #include <immintrin.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "core/kernels_internal.h"
 
@@ -321,6 +326,228 @@ INLINE void t_tile(dtype_t dt, int NB, int TP, const matrix *w, int r0, int r1, 
     }
 }
 
+/* ---- FP8 matvec_range: weights as fp32 bit patterns against a prepared x ----
+ *
+ * The fp16 route above costs a cross-lane widening, a shift, a mask, two vcvtph2ps and an
+ * extract per 16 weights, and the FP8 GEMV then runs on the conversion, not on memory. Here a byte
+ * b becomes the fp32 with bits (b & 0x80) << 24 | (b & 0x7F) << 20, which is exactly
+ * fp8(b) * 2^-120 (FP8 subnormals land on fp32 subnormals, NaN bytes read as +-480 * 2^-120), in
+ * five cheap ops per 16 weights: an in-lane byte unpack of b with itself, an arithmetic shift and
+ * a mask give bf16 words, and a mask or a shift by 16 turns pairs of them into fp32.
+ *
+ * Two consequences, both handled once per call by f8_prepare_x: the weights come out permuted
+ * (vector t of a 32-column group holds the columns in F8_PERM below), so x is stored in that
+ * order; and products of weights this small with x would underflow, so x is scaled by 2^k with
+ * k = min(120, 100 - e), |x| < 2^e, which is exact and keeps x * 2^k below 2^100. The block
+ * scale then carries 2^(120 - k), so every product, sum and total is the unscaled computation's
+ * times a power of two: the same bits whatever k. The reduction of one (weight row, x row) pair:
+ * per 128-column block, its 32-column groups in order, vectors 0 and 2 into accumulator 0, 1 and 3
+ * into accumulator 1 (a padded last group has zero weights and zero x); at the block's end
+ * (acc0 + acc1) times the scale is fma'd into the running total; hsum256 at the end. The
+ * streaming and GEMM tiles issue exactly these operations per pair. */
+#define F8_GROUP 32
+
+/* 32 FP8 bytes -> 4 vectors of fp32 weights * 2^-120. Vector t, lane L (half h = L / 4,
+ * j = L % 4) holds column 16h + 2j + {1, 0, 9, 8}[t]. */
+INLINE void fp8x32_to_f32bits(const uint8_t *q, __m256 wv[4])
+{
+    const __m256i mask = _mm256_set1_epi16((short)0x87F0), high = _mm256_set1_epi32((int)0xFFFF0000);
+    __m256i b = _mm256_loadu_si256((const __m256i *)q);
+    __m256i lo = _mm256_and_si256(_mm256_srai_epi16(_mm256_unpacklo_epi8(b, b), 4), mask);
+    __m256i hi = _mm256_and_si256(_mm256_srai_epi16(_mm256_unpackhi_epi8(b, b), 4), mask);
+    wv[0] = _mm256_castsi256_ps(_mm256_and_si256(lo, high));
+    wv[1] = _mm256_castsi256_ps(_mm256_slli_epi32(lo, 16));
+    wv[2] = _mm256_castsi256_ps(_mm256_and_si256(hi, high));
+    wv[3] = _mm256_castsi256_ps(_mm256_slli_epi32(hi, 16));
+}
+
+/* The same for the n < 32 bytes of a last group, zero-padded. */
+INLINE void fp8_partial_to_f32bits(const uint8_t *q, int n, __m256 wv[4])
+{
+    _Alignas(32) uint8_t buf[F8_GROUP] = { 0 };
+    memcpy(buf, q, (size_t)n);
+    fp8x32_to_f32bits(buf, wv);
+}
+
+/* 32 consecutive floats (scaled by mul) in the conversion's order. */
+INLINE void f8_permute_group(const float *x, __m256 mul, float *out)
+{
+    __m256 a = _mm256_mul_ps(_mm256_loadu_ps(x), mul), b = _mm256_mul_ps(_mm256_loadu_ps(x + 8), mul);
+    __m256 c = _mm256_mul_ps(_mm256_loadu_ps(x + 16), mul), d = _mm256_mul_ps(_mm256_loadu_ps(x + 24), mul);
+    __m256 ac0 = _mm256_permute2f128_ps(a, c, 0x20), ac1 = _mm256_permute2f128_ps(a, c, 0x31);
+    __m256 bd0 = _mm256_permute2f128_ps(b, d, 0x20), bd1 = _mm256_permute2f128_ps(b, d, 0x31);
+    _mm256_storeu_ps(out, _mm256_shuffle_ps(ac0, ac1, _MM_SHUFFLE(3, 1, 3, 1)));
+    _mm256_storeu_ps(out + 8, _mm256_shuffle_ps(ac0, ac1, _MM_SHUFFLE(2, 0, 2, 0)));
+    _mm256_storeu_ps(out + 16, _mm256_shuffle_ps(bd0, bd1, _MM_SHUFFLE(3, 1, 3, 1)));
+    _mm256_storeu_ps(out + 24, _mm256_shuffle_ps(bd0, bd1, _MM_SHUFFLE(2, 0, 2, 0)));
+}
+
+/* x[0, n) times mul into out[0, round_up(n, 32)) in the conversion's order, zero-padded. */
+INLINE void f8_prepare_x(const float *x, int n, float mul, float *out)
+{
+    __m256 m = _mm256_set1_ps(mul);
+    int c = 0;
+    for (; c + F8_GROUP <= n; c += F8_GROUP) f8_permute_group(x + c, m, out + c);
+    if (c < n) {
+        _Alignas(32) float buf[F8_GROUP] = { 0 };
+        memcpy(buf, x + c, sizeof(float) * (size_t)(n - c));
+        f8_permute_group(buf, m, out + c);
+    }
+}
+
+/* max |x[0, n)| */
+INLINE float f8_abs_max(const float *x, int n)
+{
+    const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    __m256 m = _mm256_setzero_ps();
+    int c = 0;
+    for (; c + 8 <= n; c += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + c), abs));
+    _Alignas(32) float l[8];
+    _mm256_store_ps(l, m);
+    float r = 0;
+    for (int i = 0; i < 8; i++) r = l[i] > r ? l[i] : r;
+    for (; c < n; c++) r = fabsf(x[c]) > r ? fabsf(x[c]) : r;
+    return r;
+}
+
+INLINE void f8_acc_group(__m256 acc[2], const __m256 wv[4], const float *xp)
+{
+    acc[0] = _mm256_fmadd_ps(wv[0], _mm256_loadu_ps(xp), acc[0]);
+    acc[1] = _mm256_fmadd_ps(wv[1], _mm256_loadu_ps(xp + 8), acc[1]);
+    acc[0] = _mm256_fmadd_ps(wv[2], _mm256_loadu_ps(xp + 16), acc[0]);
+    acc[1] = _mm256_fmadd_ps(wv[3], _mm256_loadu_ps(xp + 24), acc[1]);
+}
+
+/* Streaming tile: NR (1..8) FP8 rows against NB (1..4) prepared x rows xp[b * ldp], whole rows,
+ * prefetched ahead as pf plans. smul[b]: 2^(120 - k_b). st: [NR][NB][8] scratch. */
+INLINE void tile_stream_f8(int NR, int NB, const matrix *w, int r, const float *xp, int ldp, const float *smul,
+                           prefetch_plan pf, float *st, float *y, int ldy)
+{
+    const int cols = w->cols;
+    const size_t row_bytes = (size_t)cols;
+    const uint8_t *wrow[8];
+    const float *srow[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < NR; i++) {
+        wrow[i] = (const uint8_t *)w->data + (size_t)(r + i) * row_bytes;
+        srow[i] = kernel_scale_row(w, r + i);
+    }
+    memset(st, 0, sizeof(float) * TOT_LANES * (size_t)(NR * NB));
+    for (int c0 = 0; c0 < cols; c0 += KERNEL_BLOCK) {
+        int cb = cols - c0 < KERNEL_BLOCK ? cols - c0 : KERNEL_BLOCK;
+        __m256 acc[8][4][2];
+#pragma GCC unroll 8
+        for (int i = 0; i < NR; i++)
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++) acc[i][b][0] = acc[i][b][1] = _mm256_setzero_ps();
+        int k = 0;
+        for (; k + F8_GROUP <= cb; k += F8_GROUP) {
+            if ((c0 + k) % 64 == 0) {
+#pragma GCC unroll 8
+                for (int i = 0; i < NR; i++) prefetch_ahead_plan(wrow[i], (size_t)(c0 + k), row_bytes, pf);
+            }
+#pragma GCC unroll 8
+            for (int i = 0; i < NR; i++) {
+                __m256 wv[4];
+                fp8x32_to_f32bits(wrow[i] + c0 + k, wv);
+#pragma GCC unroll 4
+                for (int b = 0; b < NB; b++) f8_acc_group(acc[i][b], wv, xp + (size_t)b * ldp + c0 + k);
+            }
+        }
+        if (k < cb) {
+#pragma GCC unroll 8
+            for (int i = 0; i < NR; i++) {
+                __m256 wv[4];
+                fp8_partial_to_f32bits(wrow[i] + c0 + k, cb - k, wv);
+#pragma GCC unroll 4
+                for (int b = 0; b < NB; b++) f8_acc_group(acc[i][b], wv, xp + (size_t)b * ldp + c0 + k);
+            }
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < NR; i++) {
+            float s = srow[i][c0 / KERNEL_BLOCK];
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++)
+                tot_update(st + (size_t)(i * NB + b) * TOT_LANES, _mm256_add_ps(acc[i][b][0], acc[i][b][1]),
+                           _mm256_set1_ps(s * smul[b]));
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < NR; i++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++) y[(size_t)b * ldy + i] = hsum256(_mm256_loadu_ps(st + (size_t)(i * NB + b) * TOT_LANES));
+}
+
+/* FP8 rows r..r+nr, columns [c_beg, c_end) (whole blocks but the matrix's last) into
+ * buf[i * ldb + (c - c_beg)] as fp32 * 2^-120 in the conversion's order, last groups zero-padded. */
+INLINE void decode_rows_f8(const matrix *w, int r, int nr, int c_beg, int c_end, float *buf, int ldb)
+{
+    for (int i = 0; i < nr; i++) {
+        const uint8_t *row = kernel_weight_row(w, r + i);
+        float *o = buf + (size_t)i * ldb - c_beg;
+        for (int c0 = c_beg; c0 < c_end; c0 += KERNEL_BLOCK) {
+            int ce = c_end - c0 < KERNEL_BLOCK ? c_end : c0 + KERNEL_BLOCK;
+            for (int c = c0; c < ce; c += F8_GROUP) {
+                __m256 wv[4];
+                if (c + F8_GROUP <= ce) fp8x32_to_f32bits(row + c, wv);
+                else fp8_partial_to_f32bits(row + c, ce - c, wv);
+                for (int t = 0; t < 4; t++) _mm256_store_ps(o + c + 8 * t, wv[t]);
+            }
+        }
+    }
+}
+
+/* GEMM tile: NR (1..2) decoded FP8 rows of buf against NB (1..3) prepared x rows of the panel
+ * xp[b * ldp] (column c_beg at xp[0]) over the blocks [c_beg, c_end): 12 accumulators, 3 x
+ * vectors and 1 weight vector fill the 16 ymm. Resumes st[NR][NB][8] (zeroed when c_beg == 0),
+ * writes y when c_end == cols. */
+INLINE void tile_buf_f8(int NR, int NB, const matrix *w, int r, const float *buf, int ldb, int c_beg, int c_end,
+                        const float *xp, int ldp, const float *smul, float *st, float *y, int ldy)
+{
+    const int cols = w->cols;
+    if (c_beg == 0) memset(st, 0, sizeof(float) * TOT_LANES * (size_t)(NR * NB));
+    for (int c0 = c_beg; c0 < c_end; c0 += KERNEL_BLOCK) {
+        int cb = cols - c0 < KERNEL_BLOCK ? cols - c0 : KERNEL_BLOCK;
+        int npad = (cb + F8_GROUP - 1) / F8_GROUP * F8_GROUP;
+        const float *wb = buf + (c0 - c_beg), *xb = xp + (c0 - c_beg);
+        __m256 acc[2][3][2];
+#pragma GCC unroll 2
+        for (int i = 0; i < NR; i++)
+#pragma GCC unroll 3
+            for (int b = 0; b < NB; b++) acc[i][b][0] = acc[i][b][1] = _mm256_setzero_ps();
+        for (int k = 0; k < npad; k += 2 * VW) {
+#pragma GCC unroll 2
+            for (int a = 0; a < 2; a++) {
+                __m256 xv[3];
+#pragma GCC unroll 3
+                for (int b = 0; b < NB; b++) xv[b] = in_register(_mm256_loadu_ps(xb + (size_t)b * ldp + k + VW * a));
+#pragma GCC unroll 2
+                for (int i = 0; i < NR; i++) {
+                    __m256 wv = in_register(_mm256_load_ps(wb + (size_t)i * ldb + k + VW * a));
+#pragma GCC unroll 3
+                    for (int b = 0; b < NB; b++) acc[i][b][a] = _mm256_fmadd_ps(wv, xv[b], acc[i][b][a]);
+                }
+            }
+        }
+#pragma GCC unroll 2
+        for (int i = 0; i < NR; i++) {
+            float s = kernel_scale_row(w, r + i)[c0 / KERNEL_BLOCK];
+#pragma GCC unroll 3
+            for (int b = 0; b < NB; b++)
+                tot_update(st + (size_t)(i * NB + b) * TOT_LANES, _mm256_add_ps(acc[i][b][0], acc[i][b][1]),
+                           _mm256_set1_ps(s * smul[b]));
+        }
+        __asm__ volatile("" ::: "memory");
+    }
+    if (c_end == cols) {
+#pragma GCC unroll 2
+        for (int i = 0; i < NR; i++)
+#pragma GCC unroll 3
+            for (int b = 0; b < NB; b++)
+                y[(size_t)b * ldy + i] = hsum256(_mm256_loadu_ps(st + (size_t)(i * NB + b) * TOT_LANES));
+    }
+}
+
 /* Streaming tiles of four weight rows for one or two x rows (the more rows in flight, the more
  * independent accumulator chains behind the decode), two for three and four; GEMM tiles of four
  * decoded rows by three x rows (12 accumulators, 3 x vectors, 1 weight vector: 7 loads per 12 fmas). t_tile
@@ -330,5 +557,14 @@ INLINE void t_tile(dtype_t dt, int NB, int TP, const matrix *w, int r0, int r1, 
 #define STREAM_ROWS(nb) ((nb) <= 2 ? 4 : 2)
 #define GEMM_ROWS 4
 #define GEMM_COLS 3
+#ifndef F8_ROWS_NB1
+#define F8_ROWS_NB1 8
+#endif
+#ifndef F8_ROWS_NB2
+#define F8_ROWS_NB2 4
+#endif
+#define F8_STREAM_ROWS(nb) ((nb) == 1 ? F8_ROWS_NB1 : (nb) == 2 ? F8_ROWS_NB2 : 2)
+#define F8_GEMM_ROWS 2
+#define F8_GEMM_COLS 3
 #define T_TILE_VECTORS(nb) ((nb) <= 2 ? 2 : 1)
 #include "core/kernels_driver.h"

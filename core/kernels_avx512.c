@@ -1,7 +1,11 @@
-/* AVX-512 path: 16 columns per vector, FP8 through vcvtph2ps (see kernels_internal.h). The row
- * loops and the batch and tile drivers are shared with the AVX2 path: kernels_driver.h, included
- * last. */
+/* AVX-512 path: 16 columns per vector. FP8 matvec_range reads the weights as fp32 bit patterns
+ * against a prepared x (the section "FP8 matvec_range" below, and kernels_avx2.c for why); the
+ * transposed product goes through vcvtph2ps (see kernels_internal.h). The row loops and the batch
+ * and tile drivers are shared with the AVX2 path: kernels_driver.h, included last. */
 #include <immintrin.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include "core/kernels_internal.h"
 
 /* fp8 bytes -> fp16 bits (b & 0x80) << 8 | (b & 0x7F) << 7: sign-extending to 16 bits and shifting
@@ -291,6 +295,227 @@ INLINE void t_tile(dtype_t dt, int NB, int TV, const matrix *w, int r0, int r1, 
 #pragma GCC unroll 4
         for (int v = 0; v < TV; v++) _mm512_mask_storeu_ps(y + (size_t)b * ldy + c0 + 16 * v, m[v], acc[b][v]);
 }
+
+/* ---- FP8 matvec_range: weights as fp32 bit patterns against a prepared x ----
+ *
+ * As in kernels_avx2.c (which explains the representation and the scaling of x by 2^k): a byte
+ * b becomes the fp32 with bits (b & 0x80) << 24 | (b & 0x7F) << 20 = fp8(b) * 2^-120, here 64 at
+ * a time: two in-lane byte unpacks, two shifts and two masks give 64 bf16 words, two masks and two
+ * shifts the four fp32 vectors: 10 zmm ops per 64 weights against 12 for the vcvtph2ps route, all
+ * of them single-uop integer ops. The reduction of one (weight row, x row) pair: per 128-column
+ * block, its 64-column groups in order, their four vectors in order into one accumulator (a
+ * masked last group has zero weights and zero x); at the block's end the accumulator times the
+ * scale is fma'd into the running total; _mm512_reduce_add_ps at the end. One accumulator per
+ * pair is enough here: a zmm fma issues at most once a cycle, and the tiles keep 8 or more chains
+ * in flight. */
+#define F8_GROUP 64
+
+/* Vector t, lane L (128-bit lane h = L / 4, j = L % 4) holds column 16h + 2j + {1, 0, 9, 8}[t]. */
+INLINE void fp8x64_bits(__m512i b, __m512 wv[4])
+{
+    const __m512i mask = _mm512_set1_epi16((short)0x87F0), high = _mm512_set1_epi32((int)0xFFFF0000);
+    __m512i lo = _mm512_and_si512(_mm512_srai_epi16(_mm512_unpacklo_epi8(b, b), 4), mask);
+    __m512i hi = _mm512_and_si512(_mm512_srai_epi16(_mm512_unpackhi_epi8(b, b), 4), mask);
+    wv[0] = _mm512_castsi512_ps(_mm512_and_si512(lo, high));
+    wv[1] = _mm512_castsi512_ps(_mm512_slli_epi32(lo, 16));
+    wv[2] = _mm512_castsi512_ps(_mm512_and_si512(hi, high));
+    wv[3] = _mm512_castsi512_ps(_mm512_slli_epi32(hi, 16));
+}
+
+INLINE void fp8x64_to_f32bits(const uint8_t *q, __m512 wv[4]) { fp8x64_bits(_mm512_loadu_si512(q), wv); }
+
+/* The n < 64 bytes of a last group; masked loads never touch the bytes past them. */
+INLINE void fp8_partial_to_f32bits(const uint8_t *q, int n, __m512 wv[4])
+{
+    fp8x64_bits(_mm512_maskz_loadu_epi8(((__mmask64)1 << n) - 1, q), wv);
+}
+
+/* 64 consecutive floats (scaled by mul) in the conversion's order: lane h of vector t takes
+ * floats 16h + 2j + {1, 0, 9, 8}[t] (j = 0..3); two two-source permutes gather chunks 0-1 and
+ * 2-3, a 128-bit shuffle joins them. */
+INLINE void f8_permute_group(const float *x, __m512 mul, float *out)
+{
+    static const int pick[4] = { 1, 0, 9, 8 };
+    __m512 a = _mm512_mul_ps(_mm512_loadu_ps(x), mul), b = _mm512_mul_ps(_mm512_loadu_ps(x + 16), mul);
+    __m512 c = _mm512_mul_ps(_mm512_loadu_ps(x + 32), mul), d = _mm512_mul_ps(_mm512_loadu_ps(x + 48), mul);
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; t++) {
+        int p = pick[t];
+        __m512i idx = _mm512_setr_epi32(p, p + 2, p + 4, p + 6, 16 + p, 18 + p, 20 + p, 22 + p, p, p + 2, p + 4, p + 6,
+                                        16 + p, 18 + p, 20 + p, 22 + p);
+        __m512 ab = _mm512_permutex2var_ps(a, idx, b), cd = _mm512_permutex2var_ps(c, idx, d);
+        _mm512_storeu_ps(out + 16 * t, _mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)));
+    }
+}
+
+/* x[0, n) times mul into out[0, round_up(n, 64)) in the conversion's order, zero-padded. */
+INLINE void f8_prepare_x(const float *x, int n, float mul, float *out)
+{
+    __m512 m = _mm512_set1_ps(mul);
+    int c = 0;
+    for (; c + F8_GROUP <= n; c += F8_GROUP) f8_permute_group(x + c, m, out + c);
+    if (c < n) {
+        _Alignas(64) float buf[F8_GROUP];
+        _mm512_store_ps(buf, _mm512_maskz_loadu_ps(chunk_mask(n - c), x + c));
+        for (int i = 16; i < F8_GROUP; i += 16)
+            _mm512_store_ps(buf + i, _mm512_maskz_loadu_ps(chunk_mask(n - c - i < 0 ? 0 : n - c - i), x + c + i));
+        f8_permute_group(buf, m, out + c);
+    }
+}
+
+/* max |x[0, n)| */
+INLINE float f8_abs_max(const float *x, int n)
+{
+    __m512 m = _mm512_setzero_ps();
+    for (int c = 0; c < n; c += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_maskz_loadu_ps(chunk_mask(n - c), x + c)));
+    return _mm512_reduce_max_ps(m);
+}
+
+INLINE __m512 f8_acc_group(__m512 acc, const __m512 wv[4], const float *xp)
+{
+    acc = _mm512_fmadd_ps(wv[0], _mm512_loadu_ps(xp), acc);
+    acc = _mm512_fmadd_ps(wv[1], _mm512_loadu_ps(xp + 16), acc);
+    acc = _mm512_fmadd_ps(wv[2], _mm512_loadu_ps(xp + 32), acc);
+    return _mm512_fmadd_ps(wv[3], _mm512_loadu_ps(xp + 48), acc);
+}
+
+/* Streaming tile: NR (1..8) FP8 rows against NB (1..4) prepared x rows xp[b * ldp], whole rows,
+ * prefetched ahead as pf plans. smul[b]: 2^(120 - k_b). st: [NR][NB][16] scratch. */
+INLINE void tile_stream_f8(int NR, int NB, const matrix *w, int r, const float *xp, int ldp, const float *smul,
+                           prefetch_plan pf, float *st, float *y, int ldy)
+{
+    const int cols = w->cols;
+    const size_t row_bytes = (size_t)cols;
+    const uint8_t *wrow[8];
+    const float *srow[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < NR; i++) {
+        wrow[i] = (const uint8_t *)w->data + (size_t)(r + i) * row_bytes;
+        srow[i] = kernel_scale_row(w, r + i);
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < NR * NB; j++) _mm512_storeu_ps(st + (size_t)j * TOT_LANES, _mm512_setzero_ps());
+    for (int c0 = 0; c0 < cols; c0 += KERNEL_BLOCK) {
+        int cb = cols - c0 < KERNEL_BLOCK ? cols - c0 : KERNEL_BLOCK;
+        __m512 acc[8][4];
+#pragma GCC unroll 8
+        for (int i = 0; i < NR; i++)
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++) acc[i][b] = _mm512_setzero_ps();
+        int k = 0;
+        for (; k + F8_GROUP <= cb; k += F8_GROUP) {
+#pragma GCC unroll 8
+            for (int i = 0; i < NR; i++) {
+                prefetch_ahead_plan(wrow[i], (size_t)(c0 + k), row_bytes, pf);
+                __m512 wv[4];
+                fp8x64_to_f32bits(wrow[i] + c0 + k, wv);
+#pragma GCC unroll 4
+                for (int b = 0; b < NB; b++) acc[i][b] = f8_acc_group(acc[i][b], wv, xp + (size_t)b * ldp + c0 + k);
+            }
+        }
+        if (k < cb) {
+#pragma GCC unroll 8
+            for (int i = 0; i < NR; i++) {
+                __m512 wv[4];
+                fp8_partial_to_f32bits(wrow[i] + c0 + k, cb - k, wv);
+#pragma GCC unroll 4
+                for (int b = 0; b < NB; b++) acc[i][b] = f8_acc_group(acc[i][b], wv, xp + (size_t)b * ldp + c0 + k);
+            }
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < NR; i++) {
+            float s = srow[i][c0 / KERNEL_BLOCK];
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++)
+                tot_update(st + (size_t)(i * NB + b) * TOT_LANES, acc[i][b], _mm512_set1_ps(s * smul[b]));
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < NR; i++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++)
+            y[(size_t)b * ldy + i] = _mm512_reduce_add_ps(_mm512_loadu_ps(st + (size_t)(i * NB + b) * TOT_LANES));
+}
+
+/* FP8 rows r..r+nr, columns [c_beg, c_end) (whole blocks but the matrix's last) into
+ * buf[i * ldb + (c - c_beg)] as fp32 * 2^-120 in the conversion's order, last groups zero-padded. */
+INLINE void decode_rows_f8(const matrix *w, int r, int nr, int c_beg, int c_end, float *buf, int ldb)
+{
+    for (int i = 0; i < nr; i++) {
+        const uint8_t *row = kernel_weight_row(w, r + i);
+        float *o = buf + (size_t)i * ldb - c_beg;
+        for (int c0 = c_beg; c0 < c_end; c0 += KERNEL_BLOCK) {
+            int ce = c_end - c0 < KERNEL_BLOCK ? c_end : c0 + KERNEL_BLOCK;
+            for (int c = c0; c < ce; c += F8_GROUP) {
+                __m512 wv[4];
+                if (c + F8_GROUP <= ce) fp8x64_to_f32bits(row + c, wv);
+                else fp8_partial_to_f32bits(row + c, ce - c, wv);
+                for (int t = 0; t < 4; t++) _mm512_store_ps(o + c + 16 * t, wv[t]);
+            }
+        }
+    }
+}
+
+/* GEMM tile: NR (1..3) decoded FP8 rows of buf against NB (1..4) prepared x rows of the panel
+ * xp[b * ldp] (column c_beg at xp[0]) over the blocks [c_beg, c_end): 12 accumulators, 12 running
+ * totals, 3 weight vectors and 1 x vector of the 32 zmm, as tile_buf. The totals are resumed from
+ * st[NR][NB][16] (zero when c_beg == 0) and parked there at the panel's end, or summed into y when
+ * c_end == cols. */
+INLINE void tile_buf_f8(int NR, int NB, const matrix *w, int r, const float *buf, int ldb, int c_beg, int c_end,
+                        const float *xp, int ldp, const float *smul, float *st, float *y, int ldy)
+{
+    const int cols = w->cols;
+    __m512 tot[3][4];
+#pragma GCC unroll 3
+    for (int i = 0; i < NR; i++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++)
+            tot[i][b] = c_beg == 0 ? _mm512_setzero_ps() : _mm512_load_ps(st + (size_t)(i * NB + b) * TOT_LANES);
+    for (int c0 = c_beg; c0 < c_end; c0 += KERNEL_BLOCK) {
+        int cb = cols - c0 < KERNEL_BLOCK ? cols - c0 : KERNEL_BLOCK;
+        int npad = (cb + F8_GROUP - 1) / F8_GROUP * F8_GROUP;
+        const float *wb = buf + (c0 - c_beg), *xb = xp + (c0 - c_beg);
+        __m512 acc[3][4];
+#pragma GCC unroll 3
+        for (int i = 0; i < NR; i++)
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++) acc[i][b] = _mm512_setzero_ps();
+        for (int k = 0; k < npad; k += VW) {
+            __m512 wv[3];
+#pragma GCC unroll 3
+            for (int i = 0; i < NR; i++) wv[i] = in_register(_mm512_load_ps(wb + (size_t)i * ldb + k));
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++) {
+                __m512 xv = in_register(_mm512_loadu_ps(xb + (size_t)b * ldp + k));
+#pragma GCC unroll 3
+                for (int i = 0; i < NR; i++) acc[i][b] = _mm512_fmadd_ps(wv[i], xv, acc[i][b]);
+            }
+        }
+#pragma GCC unroll 3
+        for (int i = 0; i < NR; i++) {
+            float s = kernel_scale_row(w, r + i)[c0 / KERNEL_BLOCK];
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++) tot[i][b] = _mm512_fmadd_ps(acc[i][b], _mm512_set1_ps(s * smul[b]), tot[i][b]);
+        }
+    }
+#pragma GCC unroll 3
+    for (int i = 0; i < NR; i++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++) {
+            if (c_end == cols) y[(size_t)b * ldy + i] = _mm512_reduce_add_ps(tot[i][b]);
+            else _mm512_store_ps(st + (size_t)(i * NB + b) * TOT_LANES, tot[i][b]);
+        }
+}
+
+#ifndef F8_ROWS_NB1
+#define F8_ROWS_NB1 8
+#endif
+#ifndef F8_ROWS_NB2
+#define F8_ROWS_NB2 8
+#endif
+#define F8_STREAM_ROWS(nb) ((nb) == 1 ? F8_ROWS_NB1 : (nb) == 2 ? F8_ROWS_NB2 : 4)
+#define F8_GEMM_ROWS 3
+#define F8_GEMM_COLS 4
 
 /* Streaming tiles of four weight rows for batches of up to four x rows; GEMM tiles of three
  * decoded rows by four x rows (see tile_buf);

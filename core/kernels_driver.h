@@ -20,12 +20,17 @@
  *                           the same product from decoded rows, over the column blocks
  *                           [c_beg, c_end), resuming the running totals st (zeroed when c_beg == 0)
  *                           and writing y[b * ldy + i] when c_end == cols
+ *   F8_GROUP, F8_STREAM_ROWS(nb), F8_GEMM_ROWS, F8_GEMM_COLS, f8_abs_max, f8_prepare_x,
+ *   tile_stream_f8, decode_rows_f8, tile_buf_f8
+ *                           the FP8 matvec_range: weights as fp32 bit patterns against x prepared
+ *                           once per call (see "FP8" below); the tiles above serve BF16 and F32
  *   T_TILE_VECTORS(nb), t_tile(dt, NB, TV, w, r0, r1, c0, x, ldx, y, ldy)
  *                           y[.][c0 .. c0 + 16*TV) of the transposed product over rows r0..r1
  * Nothing here changes the reduction of an output element: that is all in the tiles, which issue
  * the same operations per (weight row, x row) pair whatever NR, NB or the column panels. */
 #if !defined(KERNEL_ISA) || !defined(STREAM_ROWS) || !defined(GEMM_ROWS) || !defined(GEMM_COLS) || \
-    !defined(T_TILE_VECTORS) || !defined(TOT_LANES) || !defined(VW)
+    !defined(T_TILE_VECTORS) || !defined(TOT_LANES) || !defined(VW) || !defined(F8_GROUP) ||                 \
+    !defined(F8_GEMM_ROWS) || !defined(F8_GEMM_COLS)
 #error "kernels_driver.h is included last by an ISA file, after the macros listed above"
 #endif
 
@@ -62,7 +67,6 @@ typedef void (*stream_fn)(const matrix *w, int r0, int r1, const float *x, int l
     STREAM_VARIANT(tag##_4, dt, 4)                                                                        \
     static const stream_fn tag##_table[KERNEL_STREAM_MAX] = { tag##_1, tag##_2, tag##_3, tag##_4 };
 
-STREAM_DTYPE(stream_f8, DTYPE_F8_E4M3)
 STREAM_DTYPE(stream_bf16, DTYPE_BF16)
 STREAM_DTYPE(stream_f32, DTYPE_F32)
 
@@ -100,7 +104,6 @@ typedef void (*decode_fn)(const matrix *w, int r, int nr, int c_beg, int c_end, 
     static const gemm_fn tag##_table[2][4] = {                                                   \
         { tag##_rt_1, tag##_rt_2, tag##_rt_3, tag##_rt_4 }, { tag##_r1_1, tag##_r1_2, tag##_r1_3, tag##_r1_4 } };
 
-GEMM_DTYPE(gemm_f8, DTYPE_F8_E4M3)
 GEMM_DTYPE(gemm_bf16, DTYPE_BF16)
 GEMM_DTYPE(gemm_f32, DTYPE_F32)
 
@@ -138,6 +141,148 @@ static void gemm_range(const gemm_fn table[2][4], decode_fn decode, const matrix
     }
 }
 
+/* ---- FP8: weights as fp32 bit patterns against a prepared x ----
+ * The ISA file also defines F8_GROUP, F8_STREAM_ROWS(nb), F8_GEMM_ROWS, F8_GEMM_COLS, f8_abs_max,
+ * f8_prepare_x, tile_stream_f8, decode_rows_f8 and tile_buf_f8 (kernels_avx2.c explains the
+ * representation and why x is scaled by 2^k and permuted). */
+
+static inline float f8_pow2(int e)
+{
+    uint32_t bits = (uint32_t)(e + 127) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* The x row's scale exponent k: |x| < 2^e, k = 100 - e clamped to [0, 120]. */
+static inline int f8_x_exponent(const float *x, int n)
+{
+    float m = f8_abs_max(x, n);
+    uint32_t bits;
+    memcpy(&bits, &m, sizeof bits);
+    int e = (int)((bits >> 23) & 0xFF) - 126;
+    int k = 100 - e;
+    return k < 0 ? 0 : k > 120 ? 120 : k;
+}
+
+static inline int f8_padded(int cols) { return (cols + F8_GROUP - 1) / F8_GROUP * F8_GROUP; }
+
+INLINE void stream_tiles_f8(int NR, int NB, const matrix *w, int r0, int r1, const float *xp, int ldp,
+                            const float *smul, float *y, int ldy)
+{
+    _Alignas(64) float st[8 * KERNEL_STREAM_MAX * TOT_LANES];
+    const prefetch_plan pf = prefetch_plan_for((size_t)w->cols, NR), pf1 = prefetch_plan_for((size_t)w->cols, 1);
+    int r = r0;
+    for (; r + NR <= r1; r += NR) tile_stream_f8(NR, NB, w, r, xp, ldp, smul, pf, st, y + (r - r0), ldy);
+    for (; r < r1; r++) tile_stream_f8(1, NB, w, r, xp, ldp, smul, pf1, st, y + (r - r0), ldy);
+}
+
+/* Rows of at most 1 KiB (kv_b's 512 columns) run one x row in tiles of 4 rows: with 8 the
+ * per-row block ends and sums weigh more than the shorter chains save (measured on kv_b_proj). */
+INLINE void stream_rows_f8(int NB, const matrix *w, int r0, int r1, const float *xp, int ldp, const float *smul,
+                           float *y, int ldy)
+{
+    prefetch_range_start((const char *)w->data + (size_t)r0 * w->cols, (size_t)(r1 - r0) * w->cols);
+    if (NB == 1 && w->cols <= 1024) stream_tiles_f8(4, 1, w, r0, r1, xp, ldp, smul, y, ldy);
+    else stream_tiles_f8(F8_STREAM_ROWS(NB), NB, w, r0, r1, xp, ldp, smul, y, ldy);
+}
+
+typedef void (*stream_f8_fn)(const matrix *w, int r0, int r1, float *xp, int ldp, float *smul, float *y, int ldy);
+#define STREAM_F8_VARIANT(nb)                                                                            \
+    static void stream_f8p_##nb(const matrix *w, int r0, int r1, float *xp, int ldp, float *smul, float *y,    \
+                                int ldy)                                                                  \
+    {                                                                                                     \
+        stream_rows_f8(nb, w, r0, r1, xp, ldp, smul, y, ldy);                                             \
+    }
+STREAM_F8_VARIANT(1) STREAM_F8_VARIANT(2) STREAM_F8_VARIANT(3) STREAM_F8_VARIANT(4)
+static const stream_f8_fn stream_f8p_table[KERNEL_STREAM_MAX] = { stream_f8p_1, stream_f8p_2, stream_f8p_3, stream_f8p_4 };
+
+static void f8_stream_range(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy)
+{
+    const int ldp = f8_padded(w->cols);
+    float *xp = kernel_scratch((size_t)ldp * (size_t)nb);
+    float smul[KERNEL_STREAM_MAX];
+    for (int b = 0; b < nb; b++) {
+        int k = f8_x_exponent(x + (size_t)b * ldx, w->cols);
+        f8_prepare_x(x + (size_t)b * ldx, w->cols, f8_pow2(k), xp + (size_t)b * ldp);
+        smul[b] = f8_pow2(120 - k);
+    }
+    stream_f8p_table[nb - 1](w, r0, r1, xp, ldp, smul, y, ldy);
+}
+
+typedef void (*gemm_f8_fn)(const matrix *w, int r, const float *buf, int c_beg, int c_end, const float *xp, int ldp,
+                           const float *smul, float *st, float *y, int ldy);
+#define GEMM_F8_VARIANT(name, nr, nb)                                                                    \
+    static void name(const matrix *w, int r, const float *buf, int c_beg, int c_end, const float *xp, int ldp, \
+                     const float *smul, float *st, float *y, int ldy)                                     \
+    {                                                                                                     \
+        tile_buf_f8(nr, nb, w, r, buf, GEMM_PANEL_COLS, c_beg, c_end, xp, ldp, smul, st, y, ldy);         \
+    }
+#define GEMM_F8_ROW_VARIANTS(tag, nr)                                                                     \
+    GEMM_F8_VARIANT(tag##_1, nr, 1) GEMM_F8_VARIANT(tag##_2, nr, 2) GEMM_F8_VARIANT(tag##_3, nr, 3)
+GEMM_F8_ROW_VARIANTS(gemm_f8p_rt, F8_GEMM_ROWS)
+GEMM_F8_ROW_VARIANTS(gemm_f8p_r1, 1)
+#if F8_GEMM_COLS == 4
+GEMM_F8_VARIANT(gemm_f8p_rt_4, F8_GEMM_ROWS, 4)
+GEMM_F8_VARIANT(gemm_f8p_r1_4, 1, 4)
+static const gemm_f8_fn gemm_f8p_table[2][4] = { { gemm_f8p_rt_1, gemm_f8p_rt_2, gemm_f8p_rt_3, gemm_f8p_rt_4 },
+                                                 { gemm_f8p_r1_1, gemm_f8p_r1_2, gemm_f8p_r1_3, gemm_f8p_r1_4 } };
+#else
+static const gemm_f8_fn gemm_f8p_table[2][3] = { { gemm_f8p_rt_1, gemm_f8p_rt_2, gemm_f8p_rt_3 },
+                                                 { gemm_f8p_r1_1, gemm_f8p_r1_2, gemm_f8p_r1_3 } };
+#endif
+
+enum { F8_SUPER = 8 * F8_GEMM_COLS };
+
+/* One decoded slice (rows r..r+nr, panel [c, ce)) against a super-group of ns prepared x rows
+ * (xp[b * ldp], column c at xp[c]), in tiles of F8_GEMM_ROWS x F8_GEMM_COLS. */
+static void f8_gemm_panel(const matrix *w, int r, int nr, int c, int ce, const float *buf, const float *xp, int ldp,
+                          int ns, const float *smul, float *st, float *y, int ldy)
+{
+    for (int b0 = 0; b0 < ns; b0 += F8_GEMM_COLS) {
+        int g = ns - b0 < F8_GEMM_COLS ? ns - b0 : F8_GEMM_COLS;
+        const float *xg = xp + (size_t)b0 * ldp + c;
+        float *yg = y + (size_t)b0 * ldy, *sg = st + (size_t)b0 * GEMM_SLICE_ROWS * TOT_LANES;
+        int i = 0;
+        for (; i + F8_GEMM_ROWS <= nr; i += F8_GEMM_ROWS)
+            gemm_f8p_table[0][g - 1](w, r + i, buf + (size_t)i * GEMM_PANEL_COLS, c, ce, xg, ldp, smul + b0,
+                                     sg + (size_t)i * g * TOT_LANES, yg + i, ldy);
+        for (; i < nr; i++)
+            gemm_f8p_table[1][g - 1](w, r + i, buf + (size_t)i * GEMM_PANEL_COLS, c, ce, xg, ldp, smul + b0,
+                                     sg + (size_t)i * g * TOT_LANES, yg + i, ldy);
+    }
+}
+
+/* Batches above KERNEL_STREAM_MAX, one super-group of F8_SUPER x rows at a time: its rows
+ * prepared once (this thread's scratch), then slices of 16 weight rows decoded once per
+ * 256-column panel and applied to all of them (as gemm_range). */
+static void f8_gemm_range(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy)
+{
+    _Alignas(64) float buf[GEMM_SLICE_ROWS * GEMM_PANEL_COLS];
+    _Alignas(64) float st[GEMM_SLICE_ROWS * F8_SUPER * TOT_LANES];
+    float smul[F8_SUPER];
+    const int cols = w->cols, ldp = f8_padded(cols);
+    float *xp = kernel_scratch((size_t)ldp * F8_SUPER);
+    for (int s0 = 0; s0 < nb; s0 += F8_SUPER) {
+        int ns = nb - s0 < F8_SUPER ? nb - s0 : F8_SUPER;
+        for (int b = 0; b < ns; b++) {
+            const float *xb = x + (size_t)(s0 + b) * ldx;
+            int k = f8_x_exponent(xb, cols);
+            f8_prepare_x(xb, cols, f8_pow2(k), xp + (size_t)b * ldp);
+            smul[b] = f8_pow2(120 - k);
+        }
+        for (int r = r0; r < r1; r += GEMM_SLICE_ROWS) {
+            int nr = r1 - r < GEMM_SLICE_ROWS ? r1 - r : GEMM_SLICE_ROWS;
+            if (r + nr < r1) prefetch_range_start((const char *)w->data + (size_t)(r + nr) * cols, (size_t)cols);
+            for (int c = 0; c < cols; c += GEMM_PANEL_COLS) {
+                int ce = cols - c < GEMM_PANEL_COLS ? cols : c + GEMM_PANEL_COLS;
+                decode_rows_f8(w, r, nr, c, ce, buf, GEMM_PANEL_COLS);
+                f8_gemm_panel(w, r, nr, c, ce, buf, xp, ldp, ns, smul, st, y + (size_t)s0 * ldy + (r - r0), ldy);
+            }
+        }
+    }
+}
+
 void KERNEL_ISA_NAME(matvec_range, KERNEL_ISA)(const matrix *w, int r0, int r1, const float *x, int ldx, int nb,
                                                float *y, int ldy)
 {
@@ -145,7 +290,10 @@ void KERNEL_ISA_NAME(matvec_range, KERNEL_ISA)(const matrix *w, int r0, int r1, 
     const gemm_fn(*gemm)[4];
     decode_fn decode;
     switch (w->dtype) {
-    case DTYPE_F8_E4M3: stream = stream_f8_table; gemm = gemm_f8_table; decode = gemm_f8_decode; break;
+    case DTYPE_F8_E4M3:
+        if (nb <= KERNEL_STREAM_MAX) f8_stream_range(w, r0, r1, x, ldx, nb, y, ldy);
+        else f8_gemm_range(w, r0, r1, x, ldx, nb, y, ldy);
+        return;
     case DTYPE_BF16: stream = stream_bf16_table; gemm = gemm_bf16_table; decode = gemm_bf16_decode; break;
     case DTYPE_F32: stream = stream_f32_table; gemm = gemm_f32_table; decode = gemm_f32_decode; break;
     default: kernels_unsupported_dtype(w->dtype, "matvec_range"); return;

@@ -15,9 +15,11 @@
  * (decode, speculative verify); larger ones (prefill) run as a GEMM over decoded weight panels. */
 #define KERNEL_STREAM_MAX 4
 
-/* The SIMD paths decode an FP8 byte b as the fp16 with bits (b & 0x80) << 8 | (b & 0x7F) << 7,
- * whose value is exactly fp8(b) * 2^-8 (subnormals included), so the block scale they multiply in
- * is scale * 256. NaN bytes (0x7F, 0xFF) then read as +-480: real checkpoints contain none. */
+/* The SIMD paths' transposed product decodes an FP8 byte b as the fp16 with bits
+ * (b & 0x80) << 8 | (b & 0x7F) << 7, whose value is exactly fp8(b) * 2^-8 (subnormals included),
+ * so the block scale it multiplies in is scale * 256. (Their matvec_range reads FP8 as fp32 bit
+ * patterns instead: see kernels_avx2.c.) NaN bytes (0x7F, 0xFF) read as +-480 either way: real
+ * checkpoints contain none. */
 #define FP8_FP16_RESCALE 256.0f
 
 void matvec_range_scalar(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy);
@@ -26,6 +28,10 @@ void matvec_range_avx2(const matrix *w, int r0, int r1, const float *x, int ldx,
 void matvec_t_range_avx2(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy);
 void matvec_range_avx512(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy);
 void matvec_t_range_avx512(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy);
+
+/* This thread's scratch buffer of at least `floats` floats, 64-byte aligned; valid until the next
+ * call from the same thread. Aborts with one line when memory runs out. */
+float *kernel_scratch(size_t floats);
 
 /* Aborts with one line naming the dtype: only F8_E4M3, BF16 and F32 weights have kernels. */
 void kernels_unsupported_dtype(dtype_t t, const char *where);
@@ -64,6 +70,29 @@ INLINE void prefetch_ahead(const void *row, size_t at, size_t row_bytes, int row
     size_t off = at + PREFETCH_BYTES;
     if (off >= row_bytes) off += (size_t)(rows_side_by_side - 1) * row_bytes;
     __builtin_prefetch((const char *)row + off, 0, 3);
+}
+
+/* The same for rows that may be shorter than PREFETCH_BYTES (an expert's down projection, 2 KiB in
+ * R1): the bytes PREFETCH_BYTES ahead of a row's position are q tiles of rows further on, q =
+ * PREFETCH_BYTES / row_bytes. The division is done once per matrix call (prefetch_plan_for), the
+ * tile loops only compare. */
+typedef struct { size_t whole, part, tile; } prefetch_plan;
+
+static inline prefetch_plan prefetch_plan_for(size_t row_bytes, int rows_side_by_side)
+{
+    size_t tile = (size_t)rows_side_by_side * row_bytes;
+    prefetch_plan p = { PREFETCH_BYTES / row_bytes * tile, PREFETCH_BYTES % row_bytes, tile };
+    return p;
+}
+
+INLINE void prefetch_ahead_plan(const void *row, size_t at, size_t row_bytes, prefetch_plan p)
+{
+    size_t off = at + p.part, skip = p.whole;
+    if (off >= row_bytes) {
+        off -= row_bytes;
+        skip += p.tile;
+    }
+    __builtin_prefetch((const char *)row + skip + off, 0, 3);
 }
 
 /* Demand misses at the start of a small matrix (an expert's 24 KiB, a router) are paid one

@@ -4,7 +4,12 @@
  * (plus one MTP-layer pass), against 1 token per 1-row pass. Run it on an R1-shaped slice
  * (build/bench/make_r1_slice) to see R1's weight shapes, where a pass streams GBs from DRAM.
  *
- * usage: bench_verify_cost -m DIR [-t THREADS] [--passes N] [--cpu-features P] */
+ * --touched-only: the cache holds 32 experts a MoE layer (not all 256: an R1 slice's experts are
+ * 11 GB a layer), every timed pass of a kind runs the same tokens, and one untimed pass of each
+ * kind first reads the experts those tokens route to; the timed passes then hit the cache as with
+ * every expert cached, on a machine that cannot hold them all.
+ *
+ * usage: bench_verify_cost -m DIR [-t THREADS] [--passes N] [--cpu-features P] [--touched-only] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,13 +50,14 @@ static int prewarm(const model_config *c, expert_provider *ep)
 
 /* Best time of `passes` main-model passes of nb rows at positions 64, 65 (the rows' KV entries are
  * rewritten each time); -1 on an error. */
-static double best_pass(model *m, kv_cache *kv, expert_provider *ep, int nb, int passes, float *logits, float *hidden,
-                        char *err, size_t errlen)
+static double best_pass(model *m, kv_cache *kv, expert_provider *ep, int nb, int passes, int same_tokens, float *logits,
+                        float *hidden, char *err, size_t errlen)
 {
     const model_config *c = model_get_config(m);
     double best = 1e30;
     for (int i = 0; i < passes; i++) {
-        int rows[2] = {(i * 31 + 5) % c->vocab_size, (i * 57 + 9) % c->vocab_size}, p[2] = {64, 65};
+        int v = same_tokens ? 0 : i;
+        int rows[2] = {(v * 31 + 5) % c->vocab_size, (v * 57 + 9) % c->vocab_size}, p[2] = {64, 65};
         forward_request req = {.logits = logits, .hidden = hidden};
         double t0 = now();
         if (model_forward(m, kv, ep, rows, p, nb, &req, err, errlen)) return -1;
@@ -79,13 +85,14 @@ static double best_mtp_pass(model *m, kv_cache *mkv, expert_provider *ep, int pa
 int main(int argc, char **argv)
 {
     const char *dir = NULL, *cpu = NULL;
-    int threads = 1, passes = 8;
+    int threads = 1, passes = 8, touched_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-m") && i + 1 < argc) dir = argv[++i];
         else if (!strcmp(argv[i], "-t") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--passes") && i + 1 < argc) passes = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--cpu-features") && i + 1 < argc) cpu = argv[++i];
-        else { fprintf(stderr, "usage: bench_verify_cost -m DIR [-t THREADS] [--passes N] [--cpu-features P]\n"); return 2; }
+        else if (!strcmp(argv[i], "--touched-only")) touched_only = 1;
+        else { fprintf(stderr, "usage: bench_verify_cost -m DIR [-t THREADS] [--passes N] [--cpu-features P] [--touched-only]\n"); return 2; }
     }
     if (!dir || threads < 1 || passes < 1) { fprintf(stderr, "usage: bench_verify_cost -m DIR [-t THREADS] [--passes N]\n"); return 2; }
     cpu_path max = CPU_PATH_AVX512;
@@ -102,10 +109,11 @@ int main(int argc, char **argv)
     if (!rd) return fail("expert reader", err);
     int moe_layers = 0;
     for (int l = 0; l < config_total_layers(c); l++) moe_layers += config_layer_is_moe(c, l);
-    expert_cache *cache = expert_cache_create(ck, rd, moe_layers * c->n_routed_experts, CACHE_POLICY_LFU, err, sizeof err);
-    if (!cache) return fail("expert cache (all experts must fit in RAM)", err);
+    int per_layer = touched_only && c->n_routed_experts > 32 ? 32 : c->n_routed_experts;
+    expert_cache *cache = expert_cache_create(ck, rd, moe_layers * per_layer, CACHE_POLICY_LFU, err, sizeof err);
+    if (!cache) return fail("expert cache (all experts must fit in RAM; see --touched-only)", err);
     expert_provider ep = expert_cache_provider(cache);
-    if (prewarm(c, &ep)) return fail("pre-reading experts", ep.error(ep.self));
+    if (!touched_only && prewarm(c, &ep)) return fail("pre-reading experts", ep.error(ep.self));
 
     int ctx = 64 + 2 * passes + 4;
     if (model_reserve_scratch(m, 64, ctx, err, sizeof err)) return fail("scratch", err);
@@ -118,11 +126,18 @@ int main(int argc, char **argv)
     if (model_forward(m, kv, &ep, prompt, pos, 64, &pre, err, sizeof err)) return fail("prefill", err);
 
     double t_pass[3] = {0}, t_mtp = 0;
+    for (int nb = 1; nb <= 2 && touched_only; nb++)  /* the untimed passes that read the touched experts */
+        if (best_pass(m, kv, &ep, nb, 1, 1, logits, hidden, err, sizeof err) < 0) return fail("warm-up pass", err);
     for (int nb = 1; nb <= 2; nb++)
-        if ((t_pass[nb] = best_pass(m, kv, &ep, nb, passes, logits, hidden, err, sizeof err)) < 0) return fail("pass", err);
+        if ((t_pass[nb] = best_pass(m, kv, &ep, nb, passes, touched_only, logits, hidden, err, sizeof err)) < 0)
+            return fail("pass", err);
     if (mkv && (t_mtp = best_mtp_pass(m, mkv, &ep, passes, logits, hidden, err, sizeof err)) < 0) return fail("mtp pass", err);
-    printf("%s, %d thread(s), %s, all %d experts cached; best of %d passes at position 64:\n", dir, threads,
-           cpu_path_name(kernels_path()), moe_layers * c->n_routed_experts, passes);
+    if (touched_only)
+        printf("%s, %d thread(s), %s, the passes' experts cached (same tokens every pass); best of %d passes at position 64:\n",
+               dir, threads, cpu_path_name(kernels_path()), passes);
+    else
+        printf("%s, %d thread(s), %s, all %d experts cached; best of %d passes at position 64:\n", dir, threads,
+               cpu_path_name(kernels_path()), moe_layers * c->n_routed_experts, passes);
     printf("  1-row pass %.2f ms, 2-row verify pass %.2f ms (x%.2f)", t_pass[1] * 1e3, t_pass[2] * 1e3, t_pass[2] / t_pass[1]);
     if (mkv) printf(", 2-row MTP pass %.2f ms", t_mtp * 1e3);
     printf("\n  MTP speedup over MTP off at acceptance a: (1 + a) x t1 / (t2 + t_mtp)\n");
