@@ -200,11 +200,23 @@ static __thread size_t scratch_floats;
 
 static void scratch_key_make(void) { pthread_key_create(&scratch_key, free); }
 
+/* The floats kernel_scratch is asked for by a product over a matrix `cols` wide are at most the
+ * padded columns (64-aligned) times the widest batch of prepared x rows (KERNEL_STREAM_MAX for
+ * streaming, 8 x F8_GEMM_COLS <= 32 for the GEMM); it grows by half again when asked for more. */
+enum { SCRATCH_MAX_X_ROWS = 32, SCRATCH_MIN_FLOATS = 16384 };
+
+size_t kernels_scratch_bytes_per_thread(int max_cols)
+{
+    size_t floats = (size_t)(max_cols + 63) / 64 * 64 * SCRATCH_MAX_X_ROWS;
+    size_t want = floats < SCRATCH_MIN_FLOATS ? SCRATCH_MIN_FLOATS : floats + floats / 2;
+    return (want * sizeof(float) + 63) / 64 * 64;
+}
+
 float *kernel_scratch(size_t floats)
 {
     if (floats <= scratch_floats) return scratch_buf;
     pthread_once(&scratch_once, scratch_key_make);
-    size_t want = floats < 16384 ? 16384 : floats + floats / 2;
+    size_t want = floats < SCRATCH_MIN_FLOATS ? SCRATCH_MIN_FLOATS : floats + floats / 2;
     float *p = aligned_alloc(64, (want * sizeof(float) + 63) / 64 * 64);
     if (!p) {
         fprintf(stderr, "kernels: cannot allocate %zu KiB of per-thread scratch for the prepared x rows\n",

@@ -233,6 +233,8 @@ static const gemm_f8_fn gemm_f8p_table[2][3] = { { gemm_f8p_rt_1, gemm_f8p_rt_2,
 #endif
 
 enum { F8_SUPER = 8 * F8_GEMM_COLS };
+_Static_assert(F8_SUPER <= 32 && KERNEL_STREAM_MAX <= 32 && F8_GROUP <= 64,
+               "kernels_scratch_bytes_per_thread bounds the prepared x by 64-aligned columns x 32 rows");
 
 /* One decoded slice (rows r..r+nr, panel [c, ce)) against a super-group of ns prepared x rows
  * (xp[b * ldp], column c at xp[c]), in tiles of F8_GEMM_ROWS x F8_GEMM_COLS. */

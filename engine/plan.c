@@ -134,6 +134,22 @@ static uint64_t loop_buffer_bytes(const model_config *c)
     return 2ull * c->vocab_size * 4 * 2 + 2ull * c->vocab_size * 4 + (8ull << 20);
 }
 
+/* The widest input any weight product takes: the kernels' per-thread scratch grows to it. */
+static int widest_input(const model_config *c)
+{
+    int w[] = {2 * c->hidden_size, c->intermediate_size, c->moe_intermediate_size * (c->n_shared_experts > 1 ? c->n_shared_experts : 1),
+               c->q_lora_rank, c->kv_lora_rank, c->num_attention_heads * c->v_head_dim, c->num_attention_heads * c->qk_nope_head_dim};
+    int m = 0;
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) m = w[i] > m ? w[i] : m;
+    return m;
+}
+
+/* What the kernels keep per thread for their prepared x rows (kernels_scratch_bytes_per_thread). */
+static uint64_t kernel_buffer_bytes(const model_config *c, int threads)
+{
+    return (uint64_t)(threads > 1 ? threads : 1) * kernels_scratch_bytes_per_thread(widest_input(c));
+}
+
 static int moe_layers_in_use(const model_config *c, int mtp)
 {
     int n = 0;
@@ -242,9 +258,9 @@ static uint64_t rows_bytes(const model *m, int rows, int ctx)
     return model_scratch_bytes_for(m, rows, ctx) + (uint64_t)rows * model_get_config(m)->hidden_size * 4;
 }
 
-static int prefill_chunk_from_budget(const model *m, const dsspec_plan *p, int ctx)
+static int prefill_chunk_from_budget(const model *m, const dsspec_plan *p, int ctx, uint64_t kernel_bytes)
 {
-    uint64_t fixed = p->resident + p->kv + loop_buffer_bytes(model_get_config(m));
+    uint64_t fixed = p->resident + p->kv + loop_buffer_bytes(model_get_config(m)) + kernel_bytes;
     uint64_t room = p->budget > fixed ? (p->budget - fixed) / 4 : 0;
     int lo = 2, hi = ctx > 2 ? ctx : 2;
     if (rows_bytes(m, hi, ctx) <= room) return hi;
@@ -272,7 +288,7 @@ static int plan_once(dsspec *e, size_t slot_bytes, char *err, size_t errlen)
     p->resident = current_rss();
     /* The decode's 2-row arena first: the context and KV precision defaults are sized beside it. */
     if (model_reserve_scratch(e->m, 2, o->ctx > 0 ? o->ctx : 1, err, errlen)) return -1;
-    p->scratch = model_scratch_bytes(e->m) + loop_buffer_bytes(c);
+    p->scratch = model_scratch_bytes(e->m) + loop_buffer_bytes(c) + kernel_buffer_bytes(c, o->threads);
     p->slot_bytes = slot_bytes;
     p->min_slots = expert_cache_min_slots(c->num_experts_per_tok, o->mtp ? 2 : 1);
     p->ctx_max = c->max_position_embeddings;
@@ -284,11 +300,11 @@ static int plan_once(dsspec *e, size_t slot_bytes, char *err, size_t errlen)
     /* Then the prompt's chunk, from what the budget leaves after weights and KV. The arena is
      * planned for a whole chunk but allocated for the decode's 2 rows here; a prompt grows it to
      * the rows it uses (dsspec_generate), so a short prompt never touches the rest. */
-    if (e->opt.prefill_chunk <= 0) e->opt.prefill_chunk = prefill_chunk_from_budget(e->m, p, o->ctx);
+    if (e->opt.prefill_chunk <= 0) e->opt.prefill_chunk = prefill_chunk_from_budget(e->m, p, o->ctx, kernel_buffer_bytes(c, o->threads));
     p->prefill_chunk = o->prefill_chunk;
     int rows = o->prefill_chunk > 2 ? o->prefill_chunk : 2;
     if (model_reserve_scratch(e->m, 2, o->ctx, err, errlen)) return -1;
-    p->scratch = rows_bytes(e->m, rows, o->ctx) + loop_buffer_bytes(c);
+    p->scratch = rows_bytes(e->m, rows, o->ctx) + loop_buffer_bytes(c) + kernel_buffer_bytes(c, o->threads);
     if (slots_from_budget(o, p, p->resident + p->kv + p->scratch, err, errlen)) return -1;
     return check_min_slots(o, c, p, err, errlen);
 }
