@@ -478,25 +478,6 @@ INLINE void tile_stream_f8(int NR, int NB, const matrix *w, int r, const float *
         for (int b = 0; b < NB; b++) y[(size_t)b * ldy + i] = hsum256(_mm256_loadu_ps(st + (size_t)(i * NB + b) * TOT_LANES));
 }
 
-/* FP8 rows r..r+nr, columns [c_beg, c_end) (whole blocks but the matrix's last) into
- * buf[i * ldb + (c - c_beg)] as fp32 * 2^-120 in the conversion's order, last groups zero-padded. */
-INLINE void decode_rows_f8(const matrix *w, int r, int nr, int c_beg, int c_end, float *buf, int ldb)
-{
-    for (int i = 0; i < nr; i++) {
-        const uint8_t *row = kernel_weight_row(w, r + i);
-        float *o = buf + (size_t)i * ldb - c_beg;
-        for (int c0 = c_beg; c0 < c_end; c0 += KERNEL_BLOCK) {
-            int ce = c_end - c0 < KERNEL_BLOCK ? c_end : c0 + KERNEL_BLOCK;
-            for (int c = c0; c < ce; c += F8_GROUP) {
-                __m256 wv[4];
-                if (c + F8_GROUP <= ce) fp8x32_to_f32bits(row + c, wv);
-                else fp8_partial_to_f32bits(row + c, ce - c, wv);
-                for (int t = 0; t < 4; t++) _mm256_store_ps(o + c + 8 * t, wv[t]);
-            }
-        }
-    }
-}
-
 /* GEMM tile: NR (1..2) decoded FP8 rows of buf against NB (1..3) prepared x rows of the panel
  * xp[b * ldp] (column c_beg at xp[0]) over the blocks [c_beg, c_end): 12 accumulators, 3 x
  * vectors and 1 weight vector fill the 16 ymm. Resumes st[NR][NB][8] (zeroed when c_beg == 0),
@@ -567,4 +548,9 @@ INLINE void tile_buf_f8(int NR, int NB, const matrix *w, int r, const float *buf
 #define F8_GEMM_ROWS 2
 #define F8_GEMM_COLS 3
 #define T_TILE_VECTORS(nb) ((nb) <= 2 ? 2 : 1)
+/* decode_rows_f8 (kernels_driver.h): one group of F8_GROUP weights into 4 vectors */
+#define F8_VEC __m256
+#define F8_DECODE_GROUP fp8x32_to_f32bits
+#define F8_STORE _mm256_store_ps
+#define F8_VEC_LANES 8
 #include "core/kernels_driver.h"

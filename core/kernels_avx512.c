@@ -437,25 +437,6 @@ INLINE void tile_stream_f8(int NR, int NB, const matrix *w, int r, const float *
             y[(size_t)b * ldy + i] = _mm512_reduce_add_ps(_mm512_loadu_ps(st + (size_t)(i * NB + b) * TOT_LANES));
 }
 
-/* FP8 rows r..r+nr, columns [c_beg, c_end) (whole blocks but the matrix's last) into
- * buf[i * ldb + (c - c_beg)] as fp32 * 2^-120 in the conversion's order, last groups zero-padded. */
-INLINE void decode_rows_f8(const matrix *w, int r, int nr, int c_beg, int c_end, float *buf, int ldb)
-{
-    for (int i = 0; i < nr; i++) {
-        const uint8_t *row = kernel_weight_row(w, r + i);
-        float *o = buf + (size_t)i * ldb - c_beg;
-        for (int c0 = c_beg; c0 < c_end; c0 += KERNEL_BLOCK) {
-            int ce = c_end - c0 < KERNEL_BLOCK ? c_end : c0 + KERNEL_BLOCK;
-            for (int c = c0; c < ce; c += F8_GROUP) {
-                __m512 wv[4];
-                if (c + F8_GROUP <= ce) fp8x64_to_f32bits(row + c, wv);
-                else fp8_partial_to_f32bits(row + c, ce - c, wv);
-                for (int t = 0; t < 4; t++) _mm512_store_ps(o + c + 16 * t, wv[t]);
-            }
-        }
-    }
-}
-
 /* GEMM tile: NR (1..3) decoded FP8 rows of buf against NB (1..4) prepared x rows of the panel
  * xp[b * ldp] (column c_beg at xp[0]) over the blocks [c_beg, c_end): 12 accumulators, 12 running
  * totals, 3 weight vectors and 1 x vector of the 32 zmm, as tile_buf. The totals are resumed from
@@ -526,4 +507,9 @@ INLINE void tile_buf_f8(int NR, int NB, const matrix *w, int r, const float *buf
 #define GEMM_ROWS 3
 #define GEMM_COLS 4
 #define T_TILE_VECTORS(nb) ((nb) <= 2 ? 4 : 2)
+/* decode_rows_f8 (kernels_driver.h): one group of F8_GROUP weights into 4 vectors */
+#define F8_VEC __m512
+#define F8_DECODE_GROUP fp8x64_to_f32bits
+#define F8_STORE _mm512_store_ps
+#define F8_VEC_LANES 16
 #include "core/kernels_driver.h"

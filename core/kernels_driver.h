@@ -21,7 +21,8 @@
  *                           [c_beg, c_end), resuming the running totals st (zeroed when c_beg == 0)
  *                           and writing y[b * ldy + i] when c_end == cols
  *   F8_GROUP, F8_STREAM_ROWS(nb), F8_GEMM_ROWS, F8_GEMM_COLS, f8_abs_max, f8_prepare_x,
- *   tile_stream_f8, decode_rows_f8, tile_buf_f8
+ *   tile_stream_f8, tile_buf_f8, and for decode_rows_f8 here: F8_VEC, F8_VEC_LANES,
+ *   F8_DECODE_GROUP(src, F8_VEC[4]), fp8_partial_to_f32bits(src, n, F8_VEC[4]), F8_STORE
  *                           the FP8 matvec_range: weights as fp32 bit patterns against x prepared
  *                           once per call (see "FP8" below); the tiles above serve BF16 and F32
  *   T_TILE_VECTORS(nb), t_tile(dt, NB, TV, w, r0, r1, c0, x, ldx, y, ldy)
@@ -30,12 +31,32 @@
  * the same operations per (weight row, x row) pair whatever NR, NB or the column panels. */
 #if !defined(KERNEL_ISA) || !defined(STREAM_ROWS) || !defined(GEMM_ROWS) || !defined(GEMM_COLS) || \
     !defined(T_TILE_VECTORS) || !defined(TOT_LANES) || !defined(VW) || !defined(F8_GROUP) ||                 \
-    !defined(F8_GEMM_ROWS) || !defined(F8_GEMM_COLS)
+    !defined(F8_GEMM_ROWS) || !defined(F8_GEMM_COLS) || !defined(F8_VEC) || !defined(F8_DECODE_GROUP) || \
+    !defined(F8_STORE) || !defined(F8_VEC_LANES)
 #error "kernels_driver.h is included last by an ISA file, after the macros listed above"
 #endif
 
 #define KERNEL_ISA_PASTE(name, isa) name##_##isa
 #define KERNEL_ISA_NAME(name, isa) KERNEL_ISA_PASTE(name, isa)
+
+/* FP8 rows r..r+nr, columns [c_beg, c_end) (whole blocks but the matrix's last) into
+ * buf[i * ldb + (c - c_beg)] as fp32 * 2^-120 in the conversion's order, last groups zero-padded. */
+INLINE void decode_rows_f8(const matrix *w, int r, int nr, int c_beg, int c_end, float *buf, int ldb)
+{
+    for (int i = 0; i < nr; i++) {
+        const uint8_t *row = kernel_weight_row(w, r + i);
+        float *o = buf + (size_t)i * ldb - c_beg;
+        for (int c0 = c_beg; c0 < c_end; c0 += KERNEL_BLOCK) {
+            int ce = c_end - c0 < KERNEL_BLOCK ? c_end : c0 + KERNEL_BLOCK;
+            for (int c = c0; c < ce; c += F8_GROUP) {
+                F8_VEC wv[4];
+                if (c + F8_GROUP <= ce) F8_DECODE_GROUP(row + c, wv);
+                else fp8_partial_to_f32bits(row + c, ce - c, wv);
+                for (int t = 0; t < 4; t++) F8_STORE(o + c + F8_VEC_LANES * t, wv[t]);
+            }
+        }
+    }
+}
 
 /* ---- matvec_range ---- */
 
