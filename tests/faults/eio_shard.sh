@@ -44,11 +44,12 @@ dm_setup() {
   local sectors=$(( $(blockdev --getsz "$loop") ))
   dm_good_table="0 $sectors linear $loop 0"
   echo "$dm_good_table" | dmsetup create "$dm_name" 2>"$work/dm_err" || skip "dmsetup create refused: $(head -1 "$work/dm_err")"
-  cleanup_hooks="umount -l $work/mnt 2>/dev/null; dmsetup remove --retry $dm_name; $cleanup_hooks"
+  cleanup_hooks="umount -l $work/mnt 2>/dev/null; dmsetup resume $dm_name 2>/dev/null; dmsetup remove --retry $dm_name; $cleanup_hooks"
   mkfs.ext4 -q -F "/dev/mapper/$dm_name" || { fail "mkfs.ext4 failed"; finish eio_shard; }
   mkdir -p "$work/mnt"
   mount "/dev/mapper/$dm_name" "$work/mnt" || { fail "cannot mount the dm device"; finish eio_shard; }
-  cp "$work/src"/* "$work/mnt"/ && sync
+  # Read-only from here: nothing but the run's reads may touch the device once sectors fail.
+  cp "$work/src"/* "$work/mnt"/ && sync && mount -o remount,ro,noatime "$work/mnt" || { fail "cannot fill the dm device"; finish eio_shard; }
   dm_bad_table=$(dm_table_failing "$work/mnt/$shard" "$sectors")
   [ -n "$dm_bad_table" ] || { fail "no extents found for $shard"; finish eio_shard; }
 }
@@ -58,6 +59,7 @@ dm_table_failing() {
   local file=$1 total=$2 bs spb from
   bs=$(stat -f -c %S "$file"); spb=$((bs / 512)); from=$(( $(data_start "$file") / bs ))
   filefrag -e -b"$bs" "$file" | awk -v spb=$spb -v from=$from -v total=$total -v dev="$loop" -F'[: .]+' '
+    BEGIN { n = 0 }
     /^ *[0-9]+:/ { lo = $3; hi = $4; p = $5; if (hi < from) next; if (lo < from) { p += from - lo; lo = from }
                    s[n] = p * spb; len[n] = (hi - lo + 1) * spb; n++ }
     END { if (!n) exit 1; at = 0
