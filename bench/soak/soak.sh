@@ -6,8 +6,8 @@
 # telemetry grows with tokens and tok/s at the start and the end of the run.
 #
 # The KV cache is allocated for the whole context up front but its pages are touched one position
-# at a time, so VmRSS legitimately grows by the KV bytes of each new token (the plan prints them per
-# 1k of context); the analysis reports the raw slope and the slope left after that growth.
+# at a time, so VmRSS legitimately grows by the KV bytes of each new token (kv_bytes / ctx per
+# position, in the report); the analysis reports the raw slope and the slope left after that growth.
 #
 # usage: bench/soak/soak.sh [BUILD_DIR] [TOKENS] [SECONDS] [OUT_DIR]   (default build 102400 5, a temp dir)
 set -euo pipefail
@@ -38,9 +38,10 @@ rc=0; wait $pid || rc=$?
 grep -v '^ ' "$out/log" | head -3
 grep '^dsspec:' "$out/log" | tail -1
 [ "$rc" = 0 ] || { echo "soak: dsspec run exited $rc"; exit 1; }
-kv_per_1k=$(grep -o 'each 1k of context costs [0-9.]* MiB' "$out/log" | grep -o '[0-9.]* MiB' | grep -o '[0-9.]*')
+# KV bytes per position, exactly: the report's KV bytes over the context it was sized for.
+kv_per_pos=$(awk -v b="$(grep -o '"kv_bytes":[[:space:]]*[0-9]*' "$out/report.json" | head -1 | grep -o '[0-9]*$')" -v c=$ctx 'BEGIN { print b / c }')
 # Slopes by least squares over the samples after warm-up (the cache fills, buffers settle).
-awk -F'\t' -v warm=$warm -v kv="$kv_per_1k" '
+awk -F'\t' -v warm=$warm -v kv="$kv_per_pos" '
 NR == 1 { next }
 { n_all++; if ($2 >= warm) { n++; x = $2 / 1000; y = $3; sx += x; sy += y; sxx += x * x; sxy += x * y
     if (n == 1 || $3 < rmin) rmin = $3; if (n == 1 || $3 > rmax) rmax = $3
@@ -49,7 +50,7 @@ NR == 1 { next }
   if ($2 > 0) { tn++; tx = $2; ty = $6; tsx += tx; tsy += ty; tsxx += tx * tx; tsxy += tx * ty; tsyy += ty * ty } }
 END {
   slope = (n * sxy - sx * sy) / (n * sxx - sx * sx)
-  kv_kib = kv * 1024 * 1000 / 1024
+  kv_kib = kv * 1000 / 1024
   printf "samples: %d (%d after warm-up at %d tokens), %d tokens in %.0f s\n", n_all, n, warm, tok1, t1
   printf "RSS after warm-up: %.1f-%.1f MiB, slope %.1f KiB per 1000 tokens; KV touched per 1000 tokens %.1f KiB; slope less KV %.2f KiB per 1000 tokens\n", rmin / 1024, rmax / 1024, slope, kv_kib, slope - kv_kib
   printf "descriptors: %d at warm-up, %d at the end, max %d; mappings: %d at warm-up, %d at the end, max %d\n", f0, f1, fmax, m0, m1, mmax
