@@ -5,6 +5,7 @@
  * Safety rules, all enforced by slot_evictable(): a slot is reused only when its read has
  * completed, nobody holds a pin on it, and the layer being computed does not still need it. A
  * slot's memory is handed out only in READY state. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cache/cache_internal.h"
@@ -231,8 +232,11 @@ static void read_failed(expert_cache *c, int s, int status)
     c->stats.read_errors++;
     if (c->want_state[key] != WANT_NONE && c->failed_key < 0) {
         c->failed_key = key;
-        snprintf(c->err, sizeof c->err, "expert cache: read of layer %d expert %d failed (%d): %s",
-                 key / c->n_experts, key % c->n_experts, status, why && *why ? why : "I/O error");
+        /* The reader's message names the read that failed first (file, offset, errno text); it may
+         * be another expert's, so it is relayed alone rather than under this expert's name. */
+        if (why && *why) snprintf(c->err, sizeof c->err, "expert cache: %s", why);
+        else snprintf(c->err, sizeof c->err, "expert cache: read of layer %d expert %d failed: %s", key / c->n_experts,
+                      key % c->n_experts, strerror(status < 0 ? -status : EIO));
     }
     cache_policy_remove(c->policy, key);
     slot_clear(c, s);

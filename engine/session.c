@@ -322,18 +322,43 @@ bad:
     return -1;
 }
 
+/* Bounds a header written by this code always meets; the KV geometry is multiplied into record
+ * sizes before any checkpoint is compared with the run, so it must not overflow. */
+static int header_plausible(const session_settings *h)
+{
+    return h->n_layers >= 1 && h->n_layers <= 4096 && h->latent_dim >= 1 && h->latent_dim <= 65536 && h->rope_dim >= 0 &&
+           h->rope_dim <= 65536 && h->ctx >= 2 && h->ctx <= (1 << 24) && h->n_prompt >= 1 && h->n_prompt < h->ctx &&
+           h->mtp >= 0 && h->mtp <= 2 && (h->kv_bf16 == 0 || h->kv_bf16 == 1);
+}
+
 static int apply_header(dsspec_session *s, const char *p, uint64_t len)
 {
     uint32_t version;
     if (len < 4 + sizeof s->hdr) return -1;
     memcpy(&version, p, 4);
     memcpy(&s->hdr, p + 4, sizeof s->hdr);
-    if (version != SESSION_VERSION || s->hdr.n_prompt < 0 || len != 4 + sizeof s->hdr + (uint64_t)s->hdr.n_prompt * 4) return -1;
+    if (version != SESSION_VERSION || !header_plausible(&s->hdr) || len != 4 + sizeof s->hdr + (uint64_t)s->hdr.n_prompt * 4)
+        return -1;
     if (!(s->prompt = malloc((size_t)s->hdr.n_prompt * 4 + 1))) return -1;
     memcpy(s->prompt, p + 4 + sizeof s->hdr, (size_t)s->hdr.n_prompt * 4);
     s->elt = s->hdr.kv_bf16 ? 2 : 4;
     s->has_header = 1;
     return 0;
+}
+
+/* What every boundary the decode loop reports satisfies (speculate/generate.c): in prefill, the KV
+ * holds exactly the prompt rows done and nothing is generated; in decode, it holds the prompt and
+ * every generated token but the last, which is f->last; counters never exceed what was generated.
+ * A record that breaks this was not written by the loop: it is treated like a damaged one. */
+static int boundary_consistent(const dsspec_session *s, const checkpoint_fixed *f)
+{
+    if (f->prefill_done < 0) return 0;
+    if (f->prefill_done < s->hdr.n_prompt)
+        return f->len == f->prefill_done && f->last == -1 && f->draft == -1 && f->generated == 0 && f->main_passes == 0 &&
+               f->drafts == 0 && f->accepted == 0;
+    return f->generated >= 1 && f->len == s->hdr.n_prompt + f->generated - 1 && f->last == s->tokens[f->generated - 1] &&
+           f->last >= 0 && f->draft >= -1 && f->accepted >= 0 && f->accepted <= f->drafts && f->drafts <= f->main_passes &&
+           f->main_passes <= f->generated;
 }
 
 static int apply_checkpoint(dsspec_session *s, const char *p, const record *r)
@@ -347,11 +372,16 @@ static int apply_checkpoint(dsspec_session *s, const char *p, const record *r)
         f.generated != f.tok_from + f.n_tok || f.prefill_done > s->hdr.n_prompt || f.len > s->hdr.ctx ||
         r->len != sizeof f + (uint64_t)f.n_tok * 4 + kv_row_bytes(s, layers, f.len - kv_from))
         return -1;
+    int had = s->n_tokens;
     s->n_tokens = s->recorded_tokens; /* a FINAL before this record no longer ends the run */
     for (int i = 0; i < f.n_tok; i++) {
         int32_t t;
         memcpy(&t, p + sizeof f + 4 * (size_t)i, 4);
-        if (push_token(s, t)) return -1;
+        if (push_token(s, t)) { s->n_tokens = had; return -1; }
+    }
+    if (!boundary_consistent(s, &f)) {
+        s->n_tokens = had; /* the state before this record stands, a FINAL's tokens included */
+        return -1;
     }
     if (push_extent(s, r->off + (int64_t)sizeof f + 4 * (int64_t)f.n_tok, kv_from, f.len)) return -1;
     s->last = (gen_checkpoint){f.len, f.prefill_done, f.last, f.draft, f.rng, f.generated, f.main_passes, f.drafts, f.accepted};
@@ -368,11 +398,12 @@ static int apply_final(dsspec_session *s, const char *p, uint64_t len)
     if (body[2] < 0 || len != sizeof body + (uint64_t)body[2] * 4 || body[1] != s->recorded_tokens + body[2] ||
         body[0] < 0 || body[0] > DSSPEC_STOP_CTX_FULL)
         return -1;
+    int had = s->n_tokens;
     s->n_tokens = s->recorded_tokens;
     for (int i = 0; i < body[2]; i++) {
         int32_t t;
         memcpy(&t, p + sizeof body + 4 * (size_t)i, 4);
-        if (push_token(s, t)) return -1;
+        if (push_token(s, t)) { s->n_tokens = had; return -1; }
     }
     s->final_reason = body[0];
     s->final_tail = body[2];
@@ -503,11 +534,32 @@ static int settings_differ(const session_settings *a, const session_settings *b,
     return 1;
 }
 
+/* Token ids pass the CRC whatever they are; the model's vocabulary is known only now. A session
+ * whose ids (output so far, the token to feed next, the draft) leave it is refused before any id
+ * reaches the embedding table or the detokenizer. */
+static int tokens_in_vocabulary(const dsspec_session *s, int vocab, char *err, size_t errlen)
+{
+    for (int i = 0; i < s->n_tokens; i++)
+        if (s->tokens[i] < 0 || s->tokens[i] >= vocab) {
+            error_set(err, errlen, "session %s: generated token %d is id %d, outside this checkpoint's vocabulary [0, %d): the file is damaged",
+                      s->path, i, s->tokens[i], vocab);
+            return -1;
+        }
+    if (s->n_extents && (s->last.last >= vocab || s->last.draft >= vocab)) {
+        error_set(err, errlen, "session %s: its resume point feeds id %d (draft %d), outside this checkpoint's vocabulary [0, %d): the file is damaged",
+                  s->path, s->last.last, s->last.draft, vocab);
+        return -1;
+    }
+    return 0;
+}
+
 /* 0 when this generation matches the file's header (or there is none yet), else -1 with err. */
-static int session_compare(const dsspec_session *s, const session_settings *cur, const int *prompt, int n, char *err, size_t errlen)
+static int session_compare(const dsspec_session *s, const session_settings *cur, const int *prompt, int n, int vocab,
+                           char *err, size_t errlen)
 {
     char what[200];
     if (!s->has_header) return 0;
+    if (tokens_in_vocabulary(s, vocab, err, errlen)) return -1;
     int differ = settings_differ(&s->hdr, cur, what, sizeof what);
     if (!differ && memcmp(s->prompt, prompt, (size_t)n * sizeof *prompt)) {
         snprintf(what, sizeof what, "a different prompt");
@@ -530,7 +582,7 @@ int session_check(const dsspec_session *s, const dsspec *e, const int *prompt, i
                   double top_p, uint64_t seed, char *err, size_t errlen)
 {
     session_settings cur = settings_of(s, e, n, g, temperature, top_p, seed);
-    return session_compare(s, &cur, prompt, n, err, errlen);
+    return session_compare(s, &cur, prompt, n, model_get_config(e->m)->vocab_size, err, errlen);
 }
 
 int session_bind(dsspec_session *s, const dsspec *e, const int *prompt, int n, const gen_options *g, double temperature,
@@ -539,7 +591,7 @@ int session_bind(dsspec_session *s, const dsspec *e, const int *prompt, int n, c
     session_settings cur = settings_of(s, e, n, g, temperature, top_p, seed);
     if (s->bound) { error_set(err, errlen, "session %s: already used by a generation", s->path); return -1; }
     s->bound = 1;
-    if (s->has_header) return session_compare(s, &cur, prompt, n, err, errlen);
+    if (s->has_header) return session_compare(s, &cur, prompt, n, model_get_config(e->m)->vocab_size, err, errlen);
     s->hdr = cur;
     s->elt = g->kv_bf16 ? 2 : 4;
     if (!(s->prompt = malloc((size_t)n * sizeof *prompt + 1))) { error_set(err, errlen, "out of memory"); return -1; }

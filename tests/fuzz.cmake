@@ -14,7 +14,7 @@ target_link_libraries(fuzz_util PUBLIC dsspec_core)
 target_compile_definitions(fuzz_util PUBLIC DSSPEC_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 
 # NAME -> extra sources and libraries
-set(FUZZ_HARNESSES config safetensors index checkpoint tokenizer_load tokenizer_config encode decode chat trace report flags)
+set(FUZZ_HARNESSES config safetensors index checkpoint tokenizer_load tokenizer_config encode decode chat trace report flags session)
 set(FUZZ_LIBS_config dsspec_core)
 set(FUZZ_LIBS_safetensors dsspec_core)
 set(FUZZ_LIBS_index dsspec_core)
@@ -30,6 +30,7 @@ set(FUZZ_SRCS_report ${CMAKE_SOURCE_DIR}/cli/report.c ${CMAKE_SOURCE_DIR}/cli/re
     ${CMAKE_SOURCE_DIR}/cli/report_html.c ${CMAKE_SOURCE_DIR}/cli/report_series.c ${CMAKE_SOURCE_DIR}/cli/flags.c)
 set(FUZZ_LIBS_flags dsspec_engine)
 set(FUZZ_SRCS_flags ${CLI_FUZZ_SOURCES})
+set(FUZZ_LIBS_session dsspec_engine)
 # The index seed is the synthetic checkpoint's whole index (132 KB); the CLI harnesses print usage
 # errors on every run, so their stdout and stderr are closed (libFuzzer keeps its own copy).
 set(FUZZ_MAXLEN_index 262144)

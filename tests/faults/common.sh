@@ -61,3 +61,13 @@ budget_for() {
   total=$(json_num "$work/plan.json" total_experts)
   budget=$((fixed + slot * total / $2))
 }
+
+# Every line of $1 parses as JSON (lines), or the whole file does (whole); node is what the test
+# suite installs (tools/test.sh), so a machine without it fails here rather than skipping the check.
+check_json() {
+  node -e 'const fs = require("fs"), [mode, f] = process.argv.slice(1), t = fs.readFileSync(f, "utf8");
+    const parts = mode === "lines" ? t.split("\n").filter((l, i, a) => i < a.length - 1 || l !== "") : [t];
+    parts.forEach((p, i) => { try { JSON.parse(p) } catch (e) { console.log(`${f}: ${mode === "lines" ? "line " + (i + 1) : "file"} is not JSON: ${e.message}`); process.exit(1) } });' \
+    "$1" "$2" >"$work/json_err" 2>&1 || fail "$(cat "$work/json_err")"
+}
+check_json_lines() { check_json lines "$1"; }

@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 build=$1 seconds=$2 out=$3
 shift 3
-harnesses=${*:-config safetensors index checkpoint tokenizer_load tokenizer_config encode decode chat trace report flags}
+harnesses=${*:-config safetensors index checkpoint tokenizer_load tokenizer_config encode decode chat trace report flags session}
 mkdir -p "$out/crashes" "$out/logs"
 for h in $harnesses; do
   mkdir -p "$out/corpus/$h"
