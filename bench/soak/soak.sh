@@ -18,7 +18,7 @@ rm -f "$out/telemetry.jsonl" "$out/report.json"
 ctx=$((tokens + 100))
 warm=4096
 # 1 GiB whole-process budget holds the f32 KV of the whole context (3.12 MiB per 1k positions) and
-# the buffers; --cache-gib 0.005 keeps 64 of the 256 routed experts (a quarter) in the cache.
+# the buffers; --cache-gib 0.005 keeps 65 of the 256 routed experts (a quarter) in the cache.
 "$build/dsspec" run --ids 0,3001,815 -n "$tokens" --ignore-eos --ctx "$ctx" -t 1 --mtp on --temp 0.8 --seed 7 \
   --mem-budget 1G --cache-gib 0.005 --telemetry "$out/telemetry.jsonl" --telemetry-every 256 \
   --report "$out/report.json" --print-ids --no-progress >"$out/ids" 2>"$out/log" &
