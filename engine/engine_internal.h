@@ -54,16 +54,22 @@ int engine_plan_memory(dsspec *e, size_t slot_bytes, char *err, size_t errlen);
 int engine_default_ctx(const model_config *c, const dsspec_options *o, const dsspec_plan *p, const char **why);
 
 /* Sessions (engine/session.c), driven by dsspec_generate. */
+/* The sampling settings a session records: each changes the output. */
+typedef struct {
+    double temperature, top_p, min_p;
+    int top_k;
+    uint64_t seed;
+} session_sampling;
 /* Checks this generation against the file's header (refusing another prompt or output-changing
  * setting), or writes the header of a new file. 0 or -1 with err. */
-int session_bind(dsspec_session *s, const dsspec *e, const int *prompt, int n, const gen_options *g, double temperature,
-                 double top_p, uint64_t seed, char *err, size_t errlen);
+int session_bind(dsspec_session *s, const dsspec *e, const int *prompt, int n, const gen_options *g,
+                 const session_sampling *smp, char *err, size_t errlen);
 /* How much of a run of max_new tokens the file already holds: *count tokens to replay, and the
  * stop reason when nothing is left to generate (else -1: continue from session_resume_point). */
 int session_replay(dsspec_session *s, int max_new, int *count);
 /* The comparison of session_bind alone: nothing is written. */
-int session_check(const dsspec_session *s, const dsspec *e, const int *prompt, int n, const gen_options *g, double temperature,
-                  double top_p, uint64_t seed, char *err, size_t errlen);
+int session_check(const dsspec_session *s, const dsspec *e, const int *prompt, int n, const gen_options *g,
+                  const session_sampling *smp, char *err, size_t errlen);
 const gen_checkpoint *session_resume_point(const dsspec_session *s);  /* NULL: from the start */
 /* gen_options callbacks: on_checkpoint appends a record, restore_kv fills the caches. */
 int session_on_checkpoint(void *s, const gen_checkpoint *cp, const kv_cache *kv, const kv_cache *mtp_kv, char *err,

@@ -113,7 +113,8 @@ static int session_start(dsspec *e, const int *prompt, int n, step_relay *relay,
 {
     const dsspec_generate_params *p = relay->p;
     dsspec_session *s = p->session;
-    if (session_bind(s, e, prompt, n, g, st->temperature, st->top_p, p->seed, err, errlen)) return -1;
+    session_sampling ss = {st->temperature, st->top_p, p->min_p, p->top_k, p->seed};
+    if (session_bind(s, e, prompt, n, g, &ss, err, errlen)) return -1;
     int count;
     int done = session_replay(s, p->max_new, &count);
     const int *ids;
@@ -141,9 +142,9 @@ int dsspec_session_check(const dsspec_session *s, const dsspec *e, const int *pr
                          char *err, size_t errlen)
 {
     gen_options g = {.mtp = e->opt.mtp, .eos_id = p->ignore_eos ? -1 : e->info.eos_id, .ctx = e->opt.ctx, .kv_bf16 = e->opt.kv_bf16};
-    double temperature = p->temperature >= 0 ? p->temperature : e->info.default_temperature;
-    double top_p = p->top_p >= 0 ? p->top_p : e->info.default_top_p;
-    return session_check(s, e, prompt, n, &g, temperature, top_p, p->seed, err, errlen);
+    session_sampling ss = {p->temperature >= 0 ? p->temperature : e->info.default_temperature,
+                           p->top_p >= 0 ? p->top_p : e->info.default_top_p, p->min_p, p->top_k, p->seed};
+    return session_check(s, e, prompt, n, &g, &ss, err, errlen);
 }
 
 static void fill_stats(dsspec_gen_stats *st, const gen_stats *gs, int rc, const step_relay *r)

@@ -5,7 +5,8 @@
  * appended and never rewritten:
  *   HEADER     once, first: format version, checkpoint identity (FNV-1a of config.json and the
  *              safetensors index), every setting that changes the output (prompt ids, temperature,
- *              top-p, seed, MTP, KV dtype, ctx, EOS handling, kernel path) and the KV geometry.
+ *              top-p, top-k, min-p, seed, MTP, KV dtype, ctx, EOS handling, kernel path) and the KV
+ *              geometry.
  *   CHECKPOINT at every step boundary of the decode loop (and after each non-final prefill chunk):
  *              the loop's state (gen_checkpoint: position, last token, MTP draft, sampler state,
  *              counters), the tokens generated since the previous record, and the main and MTP
@@ -30,14 +31,18 @@
 #include "engine/engine_internal.h"
 
 #define SESSION_MAGIC 0x52535344u /* "DSSR" little-endian */
-#define SESSION_VERSION 1
+#define SESSION_VERSION 2
 enum { REC_HEADER = 1, REC_CHECKPOINT = 2, REC_FINAL = 3 };
 
 typedef struct {
     uint64_t model_hash, seed;
     double temperature, top_p;
     int32_t mtp, kv_bf16, ctx, eos_id, kernel_path, n_layers, latent_dim, rope_dim, n_prompt;
+    int32_t top_k;
+    double min_p;
 } session_settings;
+/* Written as its bytes: no padding that could carry stray bytes into the file. */
+_Static_assert(sizeof(session_settings) == 4 * 8 + 10 * 4 + 8, "session_settings has padding");
 
 typedef struct {
     int64_t kv_offset;            /* file offset of the record's KV rows */
@@ -328,7 +333,8 @@ static int header_plausible(const session_settings *h)
 {
     return h->n_layers >= 1 && h->n_layers <= 4096 && h->latent_dim >= 1 && h->latent_dim <= 65536 && h->rope_dim >= 0 &&
            h->rope_dim <= 65536 && h->ctx >= 2 && h->ctx <= (1 << 24) && h->n_prompt >= 1 && h->n_prompt < h->ctx &&
-           h->mtp >= 0 && h->mtp <= 2 && (h->kv_bf16 == 0 || h->kv_bf16 == 1);
+           h->mtp >= 0 && h->mtp <= 2 && (h->kv_bf16 == 0 || h->kv_bf16 == 1) && h->top_k >= 0 && h->min_p >= 0 &&
+           h->min_p <= 1;
 }
 
 static int apply_header(dsspec_session *s, const char *p, uint64_t len)
@@ -527,6 +533,8 @@ static int settings_differ(const session_settings *a, const session_settings *b,
     else if (a->eos_id != b->eos_id) snprintf(what, n, "EOS id %d (this run: %d; --ignore-eos differs)", a->eos_id, b->eos_id);
     else if (a->temperature != b->temperature) snprintf(what, n, "--temp %g (this run: %g)", a->temperature, b->temperature);
     else if (a->top_p != b->top_p) snprintf(what, n, "--top-p %g (this run: %g)", a->top_p, b->top_p);
+    else if (a->top_k != b->top_k) snprintf(what, n, "--top-k %d (this run: %d)", a->top_k, b->top_k);
+    else if (a->min_p != b->min_p) snprintf(what, n, "--min-p %g (this run: %g)", a->min_p, b->min_p);
     else if (a->seed != b->seed) snprintf(what, n, "--seed %llu (this run: %llu)", (unsigned long long)a->seed, (unsigned long long)b->seed);
     else if (a->kernel_path != b->kernel_path) snprintf(what, n, "another kernel path (--cpu-features)");
     else if (a->n_prompt != b->n_prompt) snprintf(what, n, "a prompt of %d tokens (this run: %d)", a->n_prompt, b->n_prompt);
@@ -570,25 +578,26 @@ static int session_compare(const dsspec_session *s, const session_settings *cur,
     return differ ? -1 : 0;
 }
 
-static session_settings settings_of(const dsspec_session *s, const dsspec *e, int n, const gen_options *g, double temperature,
-                                    double top_p, uint64_t seed)
+static session_settings settings_of(const dsspec_session *s, const dsspec *e, int n, const gen_options *g,
+                                    const session_sampling *smp)
 {
     const model_config *c = model_get_config(e->m);
-    return (session_settings){s->model_hash, seed, temperature, top_p, g->mtp, g->kv_bf16, g->ctx, g->eos_id,
-                              (int32_t)kernels_path(), c->num_hidden_layers, c->kv_lora_rank, c->qk_rope_head_dim, n};
+    return (session_settings){s->model_hash, smp->seed, smp->temperature, smp->top_p, g->mtp, g->kv_bf16, g->ctx, g->eos_id,
+                              (int32_t)kernels_path(), c->num_hidden_layers, c->kv_lora_rank, c->qk_rope_head_dim, n,
+                              smp->top_k, smp->min_p};
 }
 
-int session_check(const dsspec_session *s, const dsspec *e, const int *prompt, int n, const gen_options *g, double temperature,
-                  double top_p, uint64_t seed, char *err, size_t errlen)
+int session_check(const dsspec_session *s, const dsspec *e, const int *prompt, int n, const gen_options *g,
+                  const session_sampling *smp, char *err, size_t errlen)
 {
-    session_settings cur = settings_of(s, e, n, g, temperature, top_p, seed);
+    session_settings cur = settings_of(s, e, n, g, smp);
     return session_compare(s, &cur, prompt, n, model_get_config(e->m)->vocab_size, err, errlen);
 }
 
-int session_bind(dsspec_session *s, const dsspec *e, const int *prompt, int n, const gen_options *g, double temperature,
-                 double top_p, uint64_t seed, char *err, size_t errlen)
+int session_bind(dsspec_session *s, const dsspec *e, const int *prompt, int n, const gen_options *g,
+                 const session_sampling *smp, char *err, size_t errlen)
 {
-    session_settings cur = settings_of(s, e, n, g, temperature, top_p, seed);
+    session_settings cur = settings_of(s, e, n, g, smp);
     if (s->bound) { error_set(err, errlen, "session %s: already used by a generation", s->path); return -1; }
     s->bound = 1;
     if (s->has_header) return session_compare(s, &cur, prompt, n, model_get_config(e->m)->vocab_size, err, errlen);

@@ -131,6 +131,7 @@ static void check_refusals(const config *c, const char *complete)
 {
     struct { const char *flag, *value, *needle; } cases[] = {
         {"--temp", "0.3", "--temp"}, {"--seed", "8", "--seed"}, {"--mtp", NULL, "--mtp"},
+        {"--top-k", "5", "--top-k"}, {"--min-p", "0.1", "--min-p"},
         {"--ctx", "512", "--ctx"}, {"--kv-dtype", "bf16", "--kv-dtype"}, {"--ids", "0,5,9", "prompt"},
         {"-m", NULL, "different checkpoint"},
     };
