@@ -145,7 +145,7 @@ static void write_telemetry_line(run_output *out, int generated, const dsspec_ge
     cJSON_Delete(line);
 }
 
-static int write_report(run_output *out, dsspec *e);
+static int write_report(run_output *out, const run_result *res, dsspec *e);
 
 /* How often the report on disk is brought up to date while a run goes, so a crash or a kill -9
  * still leaves a recent one. */
@@ -161,8 +161,16 @@ static int on_step(void *ctx, int generated)
     progress_step(&out->progress, out->e, &out->live);
     double now = seconds_since(&out->start);
     if (out->o->report_path && now - out->last_report_at >= REPORT_REFRESH_SECONDS) {
-        out->res->peak_rss = dsspec_peak_rss();
-        write_report(out, out->e);
+        /* the counters so far, and "running": what a kill -9 leaves must not read as an ending */
+        run_result now_res = *out->res;
+        now_res.gen = out->live;
+        now_res.gen.prompt_tokens = out->res->gen.prompt_tokens;
+        now_res.gen.temperature = out->res->gen.temperature;
+        now_res.gen.top_p = out->res->gen.top_p;
+        now_res.gen.restored_tokens = out->res->gen.restored_tokens;
+        now_res.running = 1;
+        now_res.peak_rss = out->res->peak_rss = dsspec_peak_rss();
+        write_report(out, &now_res, out->e);
         out->last_report_at = now;
     }
     return *out->stop != 0;
@@ -246,9 +254,9 @@ static void print_summary(const run_result *r, FILE *f)
 
 /* The report is replaced whole (a temporary file renamed over it) or not at all, so the one on
  * disk is always the last complete one. A failure is said once per run. 0 or -1. */
-static int write_report(run_output *out, dsspec *e)
+static int write_report(run_output *out, const run_result *res, dsspec *e)
 {
-    cJSON *j = run_report_json(out->o, out->res, e);
+    cJSON *j = run_report_json(out->o, res, e);
     char *text = cJSON_Print(j);
     const char *path = out->o->report_path;
     char tmp[4200];
@@ -287,7 +295,7 @@ void run_output_finish(run_output *out, dsspec *e)
         print_summary(res, stderr);
         dsspec_cache_stats_print(e, stderr);
     }
-    if (out->o->report_path && write_report(out, e)) out->write_failed = 1;
+    if (out->o->report_path && write_report(out, out->res, e)) out->write_failed = 1;
 }
 
 void run_output_close(run_output *out)
@@ -396,7 +404,7 @@ cJSON *run_report_json(const run_options *o, const run_result *r, dsspec *e)
     cJSON_AddStringToObject(j, "mtp_mode", dsspec_mtp_name(r->plan.mtp));
     cJSON_AddNumberToObject(j, "prompt_tokens", g->prompt_tokens);
     cJSON_AddNumberToObject(j, "generated", g->generated);
-    cJSON_AddStringToObject(j, "stopped_by", r->interrupted ? "signal" : dsspec_stop_reason_name(g->stopped_by));
+    cJSON_AddStringToObject(j, "stopped_by", r->running ? "running" : r->interrupted ? "signal" : dsspec_stop_reason_name(g->stopped_by));
     if (r->interrupted) cJSON_AddStringToObject(j, "signal", run_signal_name(r->interrupted));
     cJSON_AddNumberToObject(j, "prefill_seconds", g->prefill_seconds);
     cJSON_AddNumberToObject(j, "decode_seconds", g->decode_seconds);

@@ -47,6 +47,7 @@ typedef struct {
     dsspec_plan plan;
     uint64_t peak_rss;
     int interrupted;          /* the signal that stopped the run, 0 if none */
+    int running;              /* a report refreshed while the run goes: gen holds the live counters */
     char started_at[40];      /* local time the run started, ISO 8601 */
 } run_result;
 

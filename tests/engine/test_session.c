@@ -181,6 +181,30 @@ static void check_config(const config *c, int damage)
     }
 }
 
+/* The report refreshed while a run goes is what a kill -9 leaves: it must say the run was still
+ * going and how far it got, not read as an ending with nothing generated. The first refresh comes
+ * 10 s into the run, so the run is long enough to reach it. */
+static void check_report_left_by_kill(void)
+{
+    char report[1100];
+    path_in_dir(report, sizeof report, "killed_report.json");
+    unlink(report);
+    const char *a[] = {bin, "run", "-m", model, "--ids", "0,5,9", "-n", "1000000", "--ignore-eos", "--ctx", "160000",
+                       "--print-ids", "--quiet", "-t", "1", "--report", report, NULL};
+    long at = proc_kill_at_size((char *const *)a, report, 1);
+    CHECK(at > 0, "the run ended before its first report refresh");
+    FILE *f = fopen(report, "r");
+    char text[16384] = {0};
+    size_t got = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    const char *why = strstr(text, "\"stopped_by\"");
+    const char *gen = strstr(text, "\"generated\"");
+    long generated = gen ? strtol(gen + strlen("\"generated\":"), NULL, 10) : 0;
+    CHECK(got > 0 && why && strstr(why, "\"running\"") && strstr(why, "\"running\"") < strchr(why, ',') && generated > 0,
+          "the report a kill -9 left: want stopped_by running and generated > 0; got:\n%s", text);
+    printf("the report a kill -9 leaves says running, %ld tokens generated\n", generated);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) { fprintf(stderr, "usage: test_session DSSPEC MODEL OTHER_MODEL\n"); return 2; }
@@ -194,6 +218,7 @@ int main(int argc, char **argv)
         snprintf(prompt_ids + strlen(prompt_ids), sizeof prompt_ids - strlen(prompt_ids), i ? ",%d" : "%d", (i * 37) % 500 + 3);
     const config configs[] = {{"on", "0"}, {"off", "0"}, {"on", "0.8"}, {"off", "0.8"}};
     for (int i = 0; i < 4; i++) check_config(&configs[i], i == 2);
+    check_report_left_by_kill();
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK(system(cmd) == 0, "cleanup");
