@@ -9,17 +9,18 @@
 # at a time, so VmRSS legitimately grows by the KV bytes of each new token (kv_bytes / ctx per
 # position, in the report); the analysis reports the raw slope and the slope left after that growth.
 #
-# usage: bench/soak/soak.sh [BUILD_DIR] [TOKENS] [SECONDS] [OUT_DIR]   (default build 102400 5, a temp dir)
+# usage: bench/soak/soak.sh [BUILD_DIR] [TOKENS] [SECONDS] [OUT_DIR] [THREADS]
+#        (default build 102400 5, a temp dir, 1 thread)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build=${1:-build} tokens=${2:-102400} every_s=${3:-5} out=${4:-}
+build=${1:-build} tokens=${2:-102400} every_s=${3:-5} out=${4:-} threads=${5:-1}
 if [ -z "$out" ]; then out=$(mktemp -d); trap 'rm -rf "$out"' EXIT; else mkdir -p "$out"; fi
 rm -f "$out/telemetry.jsonl" "$out/report.json"
 ctx=$((tokens + 100))
 warm=4096
 # 1 GiB whole-process budget holds the f32 KV of the whole context (3.12 MiB per 1k positions) and
 # the buffers; --cache-gib 0.005 keeps 65 of the 256 routed experts (a quarter) in the cache.
-"$build/dsspec" run --ids 0,3001,815 -n "$tokens" --ignore-eos --ctx "$ctx" -t 1 --mtp on --temp 0.8 --seed 7 \
+"$build/dsspec" run --ids 0,3001,815 -n "$tokens" --ignore-eos --ctx "$ctx" -t "$threads" --mtp on --temp 0.8 --seed 7 \
   --mem-budget 1G --cache-gib 0.005 --telemetry "$out/telemetry.jsonl" --telemetry-every 256 \
   --report "$out/report.json" --print-ids --no-progress >"$out/ids" 2>"$out/log" &
 pid=$!
