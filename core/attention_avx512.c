@@ -10,7 +10,7 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
-INLINE __mmask16 lanes(int n) { return (__mmask16)((1u << (n < 16 ? n : 16)) - 1); }
+INLINE __mmask16 lanes(int n) { return n <= 0 ? 0 : (__mmask16)((1u << (n < 16 ? n : 16)) - 1); }
 
 /* Lane i of the result is the sum of the 16 lanes of a[i]: pairs, then quads inside 128-bit lanes,
  * then across them (15 adds, 30 shuffles for 16 sums). */
@@ -56,15 +56,10 @@ INLINE void dot_segment(int NH, int NT, const float *q, int qstride, const float
     if (k < len) dot_step(NH, NT, q, qstride, x, xstride, k, lanes(len - k), acc);
 }
 
-INLINE void score_tile(int NH, int NT, const float *ql, const float *qr, const float *lat, const float *kr, int R,
-                       int rope, float scale, float *s)
+/* s[h * ATTN_BLOCK + t] = scale * (the 16 lanes of acc[h * 4 + t] summed). */
+INLINE void store_scores(int NH, int NT, const __m512 acc[16], float scale, float *s)
 {
-    __m512 acc[16];
     float out[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
-    dot_segment(NH, NT, ql, R, lat, R, R, acc);
-    dot_segment(NH, NT, qr, rope, kr, rope, rope, acc);
     __m512 sc = _mm512_mul_ps(sum16(acc), _mm512_set1_ps(scale));
     if (NT == 4) { /* head h's 4 scores are the h-th 128-bit lane */
         _mm_storeu_ps(s, _mm512_castps512_ps128(sc));
@@ -76,6 +71,17 @@ INLINE void score_tile(int NH, int NT, const float *ql, const float *qr, const f
     _mm512_storeu_ps(out, sc);
     for (int h = 0; h < NH; h++)
         for (int t = 0; t < NT; t++) s[h * ATTN_BLOCK + t] = out[h * 4 + t];
+}
+
+INLINE void score_tile(int NH, int NT, const float *ql, const float *qr, const float *lat, const float *kr, int R,
+                       int rope, float scale, float *s)
+{
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+    dot_segment(NH, NT, ql, R, lat, R, R, acc);
+    dot_segment(NH, NT, qr, rope, kr, rope, rope, acc);
+    store_scores(NH, NT, acc, scale, s);
 }
 
 typedef void (*score_fn)(const float *ql, const float *qr, const float *lat, const float *kr, int R, int rope,
@@ -126,24 +132,60 @@ INLINE __m512 exp_ps(__m512 x)
     return _mm512_scalef_ps(p, n);
 }
 
+/* Lane j of every 128-bit lane of the result is op over the 16 lanes of v[j]: four heads reduced at
+ * once (13 shuffles and ops), where one head at a time is a chain of 8 dependent ones. */
+#define REDUCE4(name, op)                                                                                         \
+    INLINE __m512 name(const __m512 v[4])                                                                        \
+    {                                                                                                             \
+        __m512 a = op(_mm512_unpacklo_ps(v[0], v[1]), _mm512_unpackhi_ps(v[0], v[1]));                          \
+        __m512 b = op(_mm512_unpacklo_ps(v[2], v[3]), _mm512_unpackhi_ps(v[2], v[3]));                          \
+        __m512 c = op(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 2, 3, 2))); \
+        c = op(c, _mm512_shuffle_f32x4(c, c, _MM_SHUFFLE(1, 0, 3, 2)));                                          \
+        return op(c, _mm512_shuffle_f32x4(c, c, _MM_SHUFFLE(2, 3, 0, 1)));                                       \
+    }
+REDUCE4(max4, _mm512_max_ps)
+REDUCE4(sum4, _mm512_add_ps)
+
+/* Heads four at a time, so that the block's maxima, exponentials and sums of four heads are
+ * independent work for the out-of-order core rather than one head's latency chain after another.
+ * Heads past nh are scored -inf and their lanes never stored. */
 static void attn_softmax_block(float *s, int nh, int nt, float *m, float *l, float *alpha)
 {
-    for (int h = 0; h < nh; h++) {
-        float *sh = s + h * ATTN_BLOCK;
-        __m512 mx = _mm512_set1_ps(m[h]), sum = _mm512_setzero_ps();
-        for (int t = 0; t < nt; t += 16)
-            mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), lanes(nt - t), sh + t));
-        float mnew = _mm512_reduce_max_ps(mx);
-        __m512 mv = _mm512_set1_ps(mnew);
-        for (int t = 0; t < nt; t += 16) {
-            __mmask16 k = lanes(nt - t);
-            __m512 e = _mm512_maskz_mov_ps(k, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, sh + t), mv)));
-            _mm512_mask_storeu_ps(sh + t, k, e);
-            sum = _mm512_add_ps(sum, e);
+    __mmask16 k0 = lanes(nt), k1 = lanes(nt - 16);
+    __m512 ninf = _mm512_set1_ps(-INFINITY);
+    for (int h0 = 0; h0 < nh; h0 += 4) {
+        int hh = nh - h0 < 4 ? nh - h0 : 4;
+        __mmask16 hk = lanes(hh);
+        __m512 v[4], e[4][2];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            const float *sh = s + (h0 + j) * ATTN_BLOCK;
+            v[j] = j < hh ? _mm512_max_ps(_mm512_mask_loadu_ps(ninf, k0, sh), _mm512_mask_loadu_ps(ninf, k1, sh + 16))
+                          : ninf;
         }
-        alpha[h] = expf(m[h] - mnew);
-        l[h] = l[h] * alpha[h] + _mm512_reduce_add_ps(sum);
-        m[h] = mnew;
+        __m512 mold = _mm512_mask_loadu_ps(ninf, hk, m + h0);
+        __m512 mnew = _mm512_max_ps(mold, max4(v));
+        /* exp_ps would clamp -inf (the first block) to e^-87.3, harmless against l = acc = 0, but 0 is
+         * what it means */
+        __m512 a = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(mold, ninf, _CMP_NEQ_OQ), exp_ps(_mm512_sub_ps(mold, mnew)));
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            const float *sh = s + (h0 + j) * ATTN_BLOCK;
+            __m512 mj = _mm512_permutexvar_ps(_mm512_set1_epi32(j), mnew);
+            e[j][0] = _mm512_maskz_mov_ps(k0, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k0, sh), mj)));
+            e[j][1] = _mm512_maskz_mov_ps(k1, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k1, sh + 16), mj)));
+            v[j] = _mm512_add_ps(e[j][0], e[j][1]);
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < hh; j++) {
+            float *sh = s + (h0 + j) * ATTN_BLOCK;
+            _mm512_mask_storeu_ps(sh, k0, e[j][0]);
+            _mm512_mask_storeu_ps(sh + 16, k1, e[j][1]);
+        }
+        __m512 lnew = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(hk, l + h0), a, sum4(v));
+        _mm512_mask_storeu_ps(l + h0, hk, lnew);
+        _mm512_mask_storeu_ps(m + h0, hk, mnew);
+        _mm512_mask_storeu_ps(alpha + h0, hk, a);
     }
 }
 
@@ -217,5 +259,175 @@ static void attn_widen_bf16(const uint16_t *src, int n, float *dst)
     }
 }
 
-#define ATTN_ISA avx512
+/* The generic item loop (BF16 blocks widened into conv) as attention_item_avx512_rows. */
+void attention_item_avx512_rows(const attention_item *it);
+#define ATTN_ISA avx512_rows
 #include "core/attention_driver.h"
+
+/* ---------- BF16 caches read by few heads: widened in registers ---------- */
+
+/* With four heads or fewer per item, widening a block into conv costs as much as all the FMAs that
+ * read it: one 64-byte store per 16 values, and this path's cores store one such vector per two
+ * cycles at best. So these items widen in registers instead. A 64-byte load holds 16 pairs of BF16
+ * values: the pairs masked to their high halves are the odd values as floats, shifted up by 16 bits
+ * the even ones. Dot products and weighted latents then run in pair order (in every 32 columns, the
+ * 16 even ones, then the 16 odd ones): the queries are put in it once per item, the accumulators
+ * taken out of it at the end. Every reduction order still depends only on the item's bounds. */
+INLINE void pair_split(const uint16_t *p, __m512 *even, __m512 *odd)
+{
+    __m512i d = _mm512_loadu_si512(p);
+    *odd = _mm512_castsi512_ps(_mm512_and_si512(d, _mm512_set1_epi32((int)0xFFFF0000u)));
+    *even = _mm512_castsi512_ps(_mm512_slli_epi32(d, 16));
+}
+
+static void to_pair_order(const float *src, int n, float *dst)
+{
+    for (int g = 0; g < n; g += 32)
+        for (int i = 0; i < 16; i++) {
+            dst[g + i] = src[g + 2 * i];
+            dst[g + 16 + i] = src[g + 2 * i + 1];
+        }
+}
+
+static void from_pair_order(float *a, int n)
+{
+    for (int g = 0; g < n; g += 32) {
+        float t[32];
+        memcpy(t, a + g, sizeof t);
+        for (int i = 0; i < 16; i++) {
+            a[g + 2 * i] = t[i];
+            a[g + 2 * i + 1] = t[16 + i];
+        }
+    }
+}
+
+/* acc[h * 4 + t] += q[h] . x[t] over len (a multiple of 32) values, q in pair order. */
+INLINE void pair_dot_segment(int NH, int NT, const float *q, int qstride, const uint16_t *x, int xstride, int len,
+                             __m512 acc[16])
+{
+    for (int k = 0; k < len; k += 32) {
+        __m512 e[4], o[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) pair_split(x + (size_t)t * xstride + k, &e[t], &o[t]);
+#pragma GCC unroll 4
+        for (int h = 0; h < NH; h++) {
+            __m512 qe = _mm512_loadu_ps(q + (size_t)h * qstride + k), qo = _mm512_loadu_ps(q + (size_t)h * qstride + k + 16);
+#pragma GCC unroll 4
+            for (int t = 0; t < NT; t++) acc[h * 4 + t] = _mm512_fmadd_ps(qo, o[t], _mm512_fmadd_ps(qe, e[t], acc[h * 4 + t]));
+        }
+    }
+}
+
+INLINE void pair_score_tile(int NH, int NT, const float *ql, const float *qr, const uint16_t *lat, const uint16_t *kr,
+                            int R, int rope, float scale, float *s)
+{
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+    pair_dot_segment(NH, NT, ql, R, lat, R, R, acc);
+    pair_dot_segment(NH, NT, qr, rope, kr, rope, rope, acc);
+    store_scores(NH, NT, acc, scale, s);
+}
+
+typedef void (*pair_score_fn)(const float *ql, const float *qr, const uint16_t *lat, const uint16_t *kr, int R, int rope,
+                              float scale, float *s);
+#define PAIR_SCORE_VARIANT(nh, nt)                                                                                \
+    static void pair_score_##nh##_##nt(const float *ql, const float *qr, const uint16_t *lat, const uint16_t *kr, \
+                                       int R, int rope, float scale, float *s)                                   \
+    {                                                                                                             \
+        pair_score_tile(nh, nt, ql, qr, lat, kr, R, rope, scale, s);                                              \
+    }
+PAIR_SCORE_VARIANT(1, 1) PAIR_SCORE_VARIANT(2, 1) PAIR_SCORE_VARIANT(3, 1) PAIR_SCORE_VARIANT(4, 1)
+PAIR_SCORE_VARIANT(1, 4) PAIR_SCORE_VARIANT(2, 4) PAIR_SCORE_VARIANT(3, 4) PAIR_SCORE_VARIANT(4, 4)
+static const pair_score_fn pair_score_table[2][4] = {
+    {pair_score_1_1, pair_score_2_1, pair_score_3_1, pair_score_4_1},
+    {pair_score_1_4, pair_score_2_4, pair_score_3_4, pair_score_4_4}};
+
+/* acc[h][c0 .. c0 + 16 NV) (pair order) = acc * alpha[h] + sum_t s[h][t] lat[t][...], NV 2 or 4. */
+INLINE void pair_weighted_tile(int NH, int NV, float *acc, int R, const float *alpha, const float *s, const uint16_t *lat,
+                               int nt, int c0)
+{
+    __m512 a[4][4];
+#pragma GCC unroll 4
+    for (int h = 0; h < NH; h++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            a[h][v] = _mm512_mul_ps(_mm512_loadu_ps(acc + (size_t)h * R + c0 + 16 * v), _mm512_set1_ps(alpha[h]));
+    for (int t = 0; t < nt; t++) {
+        __m512 x[4];
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v += 2) pair_split(lat + (size_t)t * R + c0 + 16 * v, &x[v], &x[v + 1]);
+#pragma GCC unroll 4
+        for (int h = 0; h < NH; h++) {
+            __m512 p = _mm512_set1_ps(s[h * ATTN_BLOCK + t]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) a[h][v] = _mm512_fmadd_ps(p, x[v], a[h][v]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < NH; h++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) _mm512_storeu_ps(acc + (size_t)h * R + c0 + 16 * v, a[h][v]);
+}
+
+typedef void (*pair_weighted_fn)(float *acc, int R, const float *alpha, const float *s, const uint16_t *lat, int nt, int c0);
+#define PAIR_WEIGHTED_VARIANT(nh, nv)                                                                             \
+    static void pair_weighted_##nh##_##nv(float *acc, int R, const float *alpha, const float *s, const uint16_t *lat, \
+                                          int nt, int c0)                                                         \
+    {                                                                                                             \
+        pair_weighted_tile(nh, nv, acc, R, alpha, s, lat, nt, c0);                                                \
+    }
+PAIR_WEIGHTED_VARIANT(1, 2) PAIR_WEIGHTED_VARIANT(2, 2) PAIR_WEIGHTED_VARIANT(3, 2) PAIR_WEIGHTED_VARIANT(4, 2)
+PAIR_WEIGHTED_VARIANT(1, 4) PAIR_WEIGHTED_VARIANT(2, 4) PAIR_WEIGHTED_VARIANT(3, 4) PAIR_WEIGHTED_VARIANT(4, 4)
+static const pair_weighted_fn pair_weighted_table[2][4] = {
+    {pair_weighted_1_2, pair_weighted_2_2, pair_weighted_3_2, pair_weighted_4_2},
+    {pair_weighted_1_4, pair_weighted_2_4, pair_weighted_3_4, pair_weighted_4_4}};
+
+/* One block: scores (prefetching the next block's rows as in the rows path), softmax, weighted. */
+static void pair_block(const attention_item *it, const float *qp, const float *qpr, const uint16_t *lat,
+                       const uint16_t *kr, int nt, const attention_ahead *ahead, float *s, float *alpha)
+{
+    const attention_kv *kv = it->kv;
+    int R = kv->R, rope = kv->rope, nh = it->nh;
+    for (int t = 0; t < nt;) {
+        int quad = nt - t >= 4;
+        attention_prefetch(ahead, t, t + (quad ? 4 : 1));
+        pair_score_table[quad][nh - 1](qp, qpr, lat + (size_t)t * R, kr + (size_t)t * rope, R, rope, kv->scale, s + t);
+        t += quad ? 4 : 1;
+    }
+    attn_softmax_block(s, nh, nt, it->m, it->l, alpha);
+    for (int c0 = 0; c0 < R; c0 += 64)
+        pair_weighted_table[R - c0 >= 64][nh - 1](it->acc, R, alpha, s, lat, nt, c0);
+}
+
+static void attention_item_pairs(const attention_item *it)
+{
+    const attention_kv *kv = it->kv;
+    int R = kv->R, rope = kv->rope, nh = it->nh;
+    float s[4 * ATTN_BLOCK] __attribute__((aligned(64)));
+    float alpha[4];
+    float *qp = it->conv, *qpr = it->conv + (size_t)nh * R; /* nh (R + rope) <= ATTN_BLOCK (R + rope) floats */
+    for (int h = 0; h < nh; h++) {
+        to_pair_order(it->q_lat + (size_t)h * R, R, qp + (size_t)h * R);
+        to_pair_order(it->q_rope + (size_t)h * rope, rope, qpr + (size_t)h * rope);
+        it->m[h] = -INFINITY;
+        it->l[h] = 0.0f;
+    }
+    memset(it->acc, 0, (size_t)nh * R * sizeof(float));
+    for (int t = it->t0; t < it->t1; t += ATTN_BLOCK) {
+        int nt = it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK;
+        attention_ahead ahead = next_block(kv, t, it->n);
+        pair_block(it, qp, qpr, (const uint16_t *)kv->latent + (size_t)t * R, (const uint16_t *)kv->krope + (size_t)t * rope,
+                   nt, &ahead, s, alpha);
+    }
+    for (int h = 0; h < nh; h++) from_pair_order(it->acc + (size_t)h * R, R);
+}
+
+void attention_item_avx512(const attention_item *it)
+{
+    const attention_kv *kv = it->kv;
+    if (kv->dtype == DTYPE_BF16 && it->nh <= 4 && kv->R % 32 == 0 && kv->rope % 32 == 0)
+        attention_item_pairs(it);
+    else
+        attention_item_avx512_rows(it);
+}

@@ -105,7 +105,10 @@ static void check_case(const widths *w, int n, dtype_t dt, double qamp)
 
 int main(void)
 {
-    static const widths small = {5, 72, 24}, r1 = {128, 512, 64}, tiny = {4, 128, 32};
+    /* tiny and pairs: four heads or fewer with R and rope multiples of 32, which AVX-512 runs with
+     * BF16 widened in registers (pairs also ends on a half tile of 32 columns) */
+    static const widths small = {5, 72, 24}, r1 = {128, 512, 64}, tiny = {4, 128, 32}, pairs = {3, 96, 32};
+    static const int pairs_n[] = {1, 5, 33, 300, 1100};
     static const int small_n[] = {1, 3, 31, 32, 33, 255, 257, 1000, 8192, 8300};
     static const int r1_n[] = {1, 37, 300, 1100};
     int cases = 0;
@@ -117,6 +120,7 @@ int main(void)
             for (size_t i = 0; i < sizeof small_n / sizeof *small_n; i++, cases++) check_case(&small, small_n[i], d, 1.0);
             /* Peaked softmax (scores spread over tens): the running max changes block to block. */
             check_case(&tiny, 3000, d, 8.0);
+            for (size_t i = 0; i < sizeof pairs_n / sizeof *pairs_n; i++, cases++) check_case(&pairs, pairs_n[i], d, 2.0);
             for (size_t i = 0; i < sizeof r1_n / sizeof *r1_n; i++, cases++)
                 if (p != CPU_PATH_SCALAR || r1_n[i] <= 300) check_case(&r1, r1_n[i], d, 0.5);
             cases++;
