@@ -79,25 +79,24 @@ static void run_item(void *arg, int i)
     if (w >= 0) atomic_store(&j->s.claimed[w], 0);
 }
 
-/* out[h] = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c, chunks in order, for a group's heads. */
-static void merge_group(void *arg, int g)
+/* out[h] = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c, chunks in order. One head per item:
+ * with few heads a merge per group would leave all but one thread idle. */
+static void merge_head(void *arg, int h)
 {
     const row_job *j = arg;
-    int heads = j->kv->heads, R = j->kv->R, h1 = (g + 1) * ATTN_GROUP_HEADS < heads ? (g + 1) * ATTN_GROUP_HEADS : heads;
-    for (int h = g * ATTN_GROUP_HEADS; h < h1; h++) {
-        float mx = -INFINITY, sum = 0.0f, *o = j->out + (size_t)h * R;
-        for (int c = 0; c < j->n_chunks; c++) mx = fmaxf(mx, j->s.m[(size_t)c * heads + h]);
-        memset(o, 0, (size_t)R * sizeof(float));
-        for (int c = 0; c < j->n_chunks; c++) {
-            size_t part = (size_t)c * heads + h;
-            float w = expf(j->s.m[part] - mx);
-            const float *a = j->s.acc + part * R;
-            sum += w * j->s.l[part];
-            for (int k = 0; k < R; k++) o[k] += w * a[k];
-        }
-        float inv = 1.0f / sum;
-        for (int k = 0; k < R; k++) o[k] *= inv;
+    int heads = j->kv->heads, R = j->kv->R;
+    float mx = -INFINITY, sum = 0.0f, *restrict o = j->out + (size_t)h * R;
+    for (int c = 0; c < j->n_chunks; c++) mx = fmaxf(mx, j->s.m[(size_t)c * heads + h]);
+    memset(o, 0, (size_t)R * sizeof(float));
+    for (int c = 0; c < j->n_chunks; c++) {
+        size_t part = (size_t)c * heads + h;
+        float w = expf(j->s.m[part] - mx);
+        const float *restrict a = j->s.acc + part * R;
+        sum += w * j->s.l[part];
+        for (int k = 0; k < R; k++) o[k] += w * a[k];
     }
+    float inv = 1.0f / sum;
+    for (int k = 0; k < R; k++) o[k] *= inv;
 }
 
 static void (*item_path(void))(const attention_item *)
@@ -128,7 +127,7 @@ void attention_row(thread_pool *pool, const attention_kv *kv, int n, const float
     j.n_chunks = (n + j.chunk_len - 1) / j.chunk_len;
     j.n_groups = (kv->heads + ATTN_GROUP_HEADS - 1) / ATTN_GROUP_HEADS;
     thread_pool_for(pool, j.n_chunks * j.n_groups, run_item, &j);
-    thread_pool_for(pool, j.n_groups, merge_group, &j);
+    thread_pool_for(pool, kv->heads, merge_head, &j);
 }
 
 /* ---------- the scalar path ---------- */

@@ -10,6 +10,27 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
+/* Rows [t0, t1) of the block described by a, into L2 (what does not exist is skipped). */
+INLINE void prefetch_rows(const attention_ahead *a, int t0, int t1)
+{
+    for (int t = t0; t < t1 && t < a->rows; t++) {
+        for (size_t b = 0; b < a->lat_row; b += 64) __builtin_prefetch(a->lat + (size_t)t * a->lat_row + b, 0, 1);
+        for (size_t b = 0; b < a->kr_row; b += 64) __builtin_prefetch(a->kr + (size_t)t * a->kr_row + b, 0, 1);
+    }
+}
+
+/* The block of blk positions after the one at t. */
+static attention_ahead block_after(const attention_kv *kv, int t, int n, int blk)
+{
+    size_t es = dtype_size(kv->dtype);
+    int next = t + blk;
+    attention_ahead a = {.lat_row = (size_t)kv->R * es, .kr_row = (size_t)kv->rope * es, .rows = n - next};
+    if (a.rows <= 0) return (attention_ahead){.rows = 0};
+    a.lat = (const char *)kv->latent + (size_t)next * a.lat_row;
+    a.kr = (const char *)kv->krope + (size_t)next * a.kr_row;
+    return a;
+}
+
 INLINE __mmask16 lanes(int n) { return n <= 0 ? 0 : (__mmask16)((1u << (n < 16 ? n : 16)) - 1); }
 
 /* Lane i of the result is the sum of the 16 lanes of a[i]: pairs, then quads inside 128-bit lanes,
@@ -151,17 +172,16 @@ REDUCE4(sum4, _mm512_add_ps)
  * Heads past nh are scored -inf and their lanes never stored. */
 static void attn_softmax_block(float *s, int nh, int nt, float *m, float *l, float *alpha)
 {
-    __mmask16 k0 = lanes(nt), k1 = lanes(nt - 16);
     __m512 ninf = _mm512_set1_ps(-INFINITY);
     for (int h0 = 0; h0 < nh; h0 += 4) {
         int hh = nh - h0 < 4 ? nh - h0 : 4;
         __mmask16 hk = lanes(hh);
-        __m512 v[4], e[4][2];
+        __m512 v[4];
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
             const float *sh = s + (h0 + j) * ATTN_BLOCK;
-            v[j] = j < hh ? _mm512_max_ps(_mm512_mask_loadu_ps(ninf, k0, sh), _mm512_mask_loadu_ps(ninf, k1, sh + 16))
-                          : ninf;
+            v[j] = ninf;
+            for (int c = 0; j < hh && c < nt; c += 16) v[j] = _mm512_max_ps(v[j], _mm512_mask_loadu_ps(ninf, lanes(nt - c), sh + c));
         }
         __m512 mold = _mm512_mask_loadu_ps(ninf, hk, m + h0);
         __m512 mnew = _mm512_max_ps(mold, max4(v));
@@ -170,17 +190,15 @@ static void attn_softmax_block(float *s, int nh, int nt, float *m, float *l, flo
         __m512 a = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(mold, ninf, _CMP_NEQ_OQ), exp_ps(_mm512_sub_ps(mold, mnew)));
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
-            const float *sh = s + (h0 + j) * ATTN_BLOCK;
-            __m512 mj = _mm512_permutexvar_ps(_mm512_set1_epi32(j), mnew);
-            e[j][0] = _mm512_maskz_mov_ps(k0, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k0, sh), mj)));
-            e[j][1] = _mm512_maskz_mov_ps(k1, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k1, sh + 16), mj)));
-            v[j] = _mm512_add_ps(e[j][0], e[j][1]);
-        }
-#pragma GCC unroll 4
-        for (int j = 0; j < hh; j++) {
             float *sh = s + (h0 + j) * ATTN_BLOCK;
-            _mm512_mask_storeu_ps(sh, k0, e[j][0]);
-            _mm512_mask_storeu_ps(sh + 16, k1, e[j][1]);
+            __m512 mj = _mm512_permutexvar_ps(_mm512_set1_epi32(j), mnew);
+            v[j] = _mm512_setzero_ps();
+            for (int c = 0; j < hh && c < nt; c += 16) {
+                __mmask16 k = lanes(nt - c);
+                __m512 e = _mm512_maskz_mov_ps(k, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, sh + c), mj)));
+                _mm512_mask_storeu_ps(sh + c, k, e);
+                v[j] = _mm512_add_ps(v[j], e);
+            }
         }
         __m512 lnew = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(hk, l + h0), a, sum4(v));
         _mm512_mask_storeu_ps(l + h0, hk, lnew);
@@ -191,7 +209,8 @@ static void attn_softmax_block(float *s, int nh, int nt, float *m, float *l, flo
 
 /* acc[h][c0 .. c0 + 16 NV) = acc * alpha[h] + sum_t s[h][t] lat[t][...]; columns past R masked. */
 INLINE void weighted_tile(int NH, int NV, float *acc, int R, const float *alpha, const float *s, const float *lat,
-                          int nt, int c0)
+                          int nt, int c0,
+                          const attention_ahead *ahead, int pf_base)
 {
     __m512 a[4][4];
     __mmask16 m[4];
@@ -204,6 +223,7 @@ INLINE void weighted_tile(int NH, int NV, float *acc, int R, const float *alpha,
             a[h][v] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[v], acc + (size_t)h * R + c0 + 16 * v), _mm512_set1_ps(alpha[h]));
     for (int t = 0; t < nt; t++) {
         __m512 x[4];
+        if (ahead && !(t & 3)) prefetch_rows(ahead, pf_base + t / 4, pf_base + t / 4 + 1);
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) x[v] = _mm512_maskz_loadu_ps(m[v], lat + (size_t)t * R + c0 + 16 * v);
 #pragma GCC unroll 4
@@ -219,12 +239,13 @@ INLINE void weighted_tile(int NH, int NV, float *acc, int R, const float *alpha,
         for (int v = 0; v < NV; v++) _mm512_mask_storeu_ps(acc + (size_t)h * R + c0 + 16 * v, m[v], a[h][v]);
 }
 
-typedef void (*weighted_fn)(float *acc, int R, const float *alpha, const float *s, const float *lat, int nt, int c0);
+typedef void (*weighted_fn)(float *acc, int R, const float *alpha, const float *s, const float *lat, int nt, int c0,
+                            const attention_ahead *ahead, int pf_base);
 #define WEIGHTED_VARIANT(nh, nv)                                                                                  \
     static void weighted_##nh##_##nv(float *acc, int R, const float *alpha, const float *s, const float *lat, int nt, \
-                                     int c0)                                                                       \
+                                     int c0, const attention_ahead *ahead, int pf_base)                                       \
     {                                                                                                              \
-        weighted_tile(nh, nv, acc, R, alpha, s, lat, nt, c0);                                                      \
+        weighted_tile(nh, nv, acc, R, alpha, s, lat, nt, c0, ahead, pf_base);                                               \
     }
 #define WEIGHTED_HEADS(nh) WEIGHTED_VARIANT(nh, 1) WEIGHTED_VARIANT(nh, 2) WEIGHTED_VARIANT(nh, 3) WEIGHTED_VARIANT(nh, 4)
 WEIGHTED_HEADS(1) WEIGHTED_HEADS(2) WEIGHTED_HEADS(3) WEIGHTED_HEADS(4)
@@ -238,7 +259,8 @@ static void attn_weighted(float *acc, int nh, int R, const float *alpha, const f
         int hh = nh - h < 4 ? nh - h : 4;
         for (int c0 = 0; c0 < R; c0 += 64) {
             int nv = (R - c0 + 15) / 16;
-            weighted_table[hh - 1][(nv < 4 ? nv : 4) - 1](acc + (size_t)h * R, R, alpha + h, s + h * ATTN_BLOCK, lat, nt, c0);
+            weighted_table[hh - 1][(nv < 4 ? nv : 4) - 1](acc + (size_t)h * R, R, alpha + h, s + h * ATTN_BLOCK, lat, nt, c0,
+                                                          NULL, 0);
         }
     }
 }
@@ -264,7 +286,7 @@ void attention_item_avx512_rows(const attention_item *it);
 #define ATTN_ISA avx512_rows
 #include "core/attention_driver.h"
 
-/* ---------- BF16 caches read by few heads: widened in registers ---------- */
+/* ---------- Items of four heads or fewer ---------- */
 
 /* With four heads or fewer per item, widening a block into conv costs as much as all the FMAs that
  * read it: one 64-byte store per 16 values, and this path's cores store one such vector per two
@@ -280,24 +302,26 @@ INLINE void pair_split(const uint16_t *p, __m512 *even, __m512 *odd)
     *even = _mm512_castsi512_ps(_mm512_slli_epi32(d, 16));
 }
 
+/* Lanes of the pair order: even columns of 32, then odd ones; and back. */
 static void to_pair_order(const float *src, int n, float *dst)
 {
-    for (int g = 0; g < n; g += 32)
-        for (int i = 0; i < 16; i++) {
-            dst[g + i] = src[g + 2 * i];
-            dst[g + 16 + i] = src[g + 2 * i + 1];
-        }
+    __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    for (int g = 0; g < n; g += 32) {
+        __m512 a = _mm512_loadu_ps(src + g), b = _mm512_loadu_ps(src + g + 16);
+        _mm512_storeu_ps(dst + g, _mm512_permutex2var_ps(a, ev, b));
+        _mm512_storeu_ps(dst + g + 16, _mm512_permutex2var_ps(a, od, b));
+    }
 }
 
 static void from_pair_order(float *a, int n)
 {
+    __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
     for (int g = 0; g < n; g += 32) {
-        float t[32];
-        memcpy(t, a + g, sizeof t);
-        for (int i = 0; i < 16; i++) {
-            a[g + 2 * i] = t[i];
-            a[g + 2 * i + 1] = t[16 + i];
-        }
+        __m512 e = _mm512_loadu_ps(a + g), o = _mm512_loadu_ps(a + g + 16);
+        _mm512_storeu_ps(a + g, _mm512_permutex2var_ps(e, lo, o));
+        _mm512_storeu_ps(a + g + 16, _mm512_permutex2var_ps(e, hi, o));
     }
 }
 
@@ -345,7 +369,7 @@ static const pair_score_fn pair_score_table[2][4] = {
 
 /* acc[h][c0 .. c0 + 16 NV) (pair order) = acc * alpha[h] + sum_t s[h][t] lat[t][...], NV 2 or 4. */
 INLINE void pair_weighted_tile(int NH, int NV, float *acc, int R, const float *alpha, const float *s, const uint16_t *lat,
-                               int nt, int c0)
+                               int nt, int c0, const attention_ahead *ahead, int pf_base)
 {
     __m512 a[4][4];
 #pragma GCC unroll 4
@@ -355,6 +379,7 @@ INLINE void pair_weighted_tile(int NH, int NV, float *acc, int R, const float *a
             a[h][v] = _mm512_mul_ps(_mm512_loadu_ps(acc + (size_t)h * R + c0 + 16 * v), _mm512_set1_ps(alpha[h]));
     for (int t = 0; t < nt; t++) {
         __m512 x[4];
+        if (ahead && !(t & 3)) prefetch_rows(ahead, pf_base + t / 4, pf_base + t / 4 + 1);
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v += 2) pair_split(lat + (size_t)t * R + c0 + 16 * v, &x[v], &x[v + 1]);
 #pragma GCC unroll 4
@@ -370,12 +395,13 @@ INLINE void pair_weighted_tile(int NH, int NV, float *acc, int R, const float *a
         for (int v = 0; v < NV; v++) _mm512_storeu_ps(acc + (size_t)h * R + c0 + 16 * v, a[h][v]);
 }
 
-typedef void (*pair_weighted_fn)(float *acc, int R, const float *alpha, const float *s, const uint16_t *lat, int nt, int c0);
+typedef void (*pair_weighted_fn)(float *acc, int R, const float *alpha, const float *s, const uint16_t *lat, int nt, int c0,
+                                 const attention_ahead *ahead, int pf_base);
 #define PAIR_WEIGHTED_VARIANT(nh, nv)                                                                             \
     static void pair_weighted_##nh##_##nv(float *acc, int R, const float *alpha, const float *s, const uint16_t *lat, \
-                                          int nt, int c0)                                                         \
+                                          int nt, int c0, const attention_ahead *ahead, int pf_base)                           \
     {                                                                                                             \
-        pair_weighted_tile(nh, nv, acc, R, alpha, s, lat, nt, c0);                                                \
+        pair_weighted_tile(nh, nv, acc, R, alpha, s, lat, nt, c0, ahead, pf_base);                                         \
     }
 PAIR_WEIGHTED_VARIANT(1, 2) PAIR_WEIGHTED_VARIANT(2, 2) PAIR_WEIGHTED_VARIANT(3, 2) PAIR_WEIGHTED_VARIANT(4, 2)
 PAIR_WEIGHTED_VARIANT(1, 4) PAIR_WEIGHTED_VARIANT(2, 4) PAIR_WEIGHTED_VARIANT(3, 4) PAIR_WEIGHTED_VARIANT(4, 4)
@@ -383,51 +409,80 @@ static const pair_weighted_fn pair_weighted_table[2][4] = {
     {pair_weighted_1_2, pair_weighted_2_2, pair_weighted_3_2, pair_weighted_4_2},
     {pair_weighted_1_4, pair_weighted_2_4, pair_weighted_3_4, pair_weighted_4_4}};
 
-/* One block: scores (prefetching the next block's rows as in the rows path), softmax, weighted. */
-static void pair_block(const attention_item *it, const float *qp, const float *qpr, const uint16_t *lat,
-                       const uint16_t *kr, int nt, const attention_ahead *ahead, float *s, float *alpha)
+/* One block of an item with four heads or fewer: scores, softmax, weighted latents. With few heads
+ * memory binds an F32 cache, and it must stay busy through both passes: the next block's rows are
+ * prefetched evenly over the block's time, the first half during the scores (a row per two
+ * positions), the rest during the weighted latents (a row per four positions of each 64-column
+ * chunk). A burst in the score pass alone left memory idle through the weighted pass: measured 62-65%
+ * of the memory roof against 73-80% so (bench_attention, embedded width, 1 thread). */
+static void few_heads_block(const attention_item *it, const float *ql, const float *qr, int t, int blk, float *s,
+                            float *alpha)
 {
     const attention_kv *kv = it->kv;
-    int R = kv->R, rope = kv->rope, nh = it->nh;
-    for (int t = 0; t < nt;) {
-        int quad = nt - t >= 4;
-        attention_prefetch(ahead, t, t + (quad ? 4 : 1));
-        pair_score_table[quad][nh - 1](qp, qpr, lat + (size_t)t * R, kr + (size_t)t * rope, R, rope, kv->scale, s + t);
-        t += quad ? 4 : 1;
+    int R = kv->R, rope = kv->rope, nh = it->nh, nt = it->t1 - t < blk ? it->t1 - t : blk;
+    int pairs = kv->dtype == DTYPE_BF16;
+    attention_ahead ahead = block_after(kv, t, it->n, blk);
+    const uint16_t *plat = (const uint16_t *)kv->latent + (size_t)t * R, *pkr = (const uint16_t *)kv->krope + (size_t)t * rope;
+    const float *lat = (const float *)kv->latent + (size_t)t * R, *kr = (const float *)kv->krope + (size_t)t * rope;
+    for (int u = 0; u < nt;) {
+        int quad = nt - u >= 4;
+        prefetch_rows(&ahead, u / 2, (u + (quad ? 4 : 1) + 1) / 2);
+        if (pairs)
+            pair_score_table[quad][nh - 1](ql, qr, plat + (size_t)u * R, pkr + (size_t)u * rope, R, rope, kv->scale, s + u);
+        else
+            score_table[quad][nh - 1](ql, qr, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale, s + u);
+        u += quad ? 4 : 1;
     }
     attn_softmax_block(s, nh, nt, it->m, it->l, alpha);
-    for (int c0 = 0; c0 < R; c0 += 64)
-        pair_weighted_table[R - c0 >= 64][nh - 1](it->acc, R, alpha, s, lat, nt, c0);
+    for (int c0 = 0; c0 < R; c0 += 64) {
+        const attention_ahead *a = &ahead;
+        int pf_base = blk / 2 + c0 / 64 * (blk / 4);
+        if (pairs) {
+            pair_weighted_table[R - c0 >= 64][nh - 1](it->acc, R, alpha, s, plat, nt, c0, a, pf_base);
+        } else {
+            int nv = (R - c0 + 15) / 16;
+            weighted_table[nh - 1][(nv < 4 ? nv : 4) - 1](it->acc, R, alpha, s, lat, nt, c0, a, pf_base);
+        }
+    }
 }
 
-static void attention_item_pairs(const attention_item *it)
+/* An item with four heads or fewer: its own loop, for the prefetching above and, with a BF16 cache,
+ * the queries in pair order (conv holds them: nh (R + rope) <= ATTN_BLOCK (R + rope) floats). Blocks
+ * of 32 F32 rows or 64 BF16 rows: 20 KB at the embedded width, what L1 keeps while the weighted pass
+ * reads the block a second time; shorter blocks cost more per position (the softmax, the
+ * accumulators' loads and stores). */
+static void attention_item_few_heads(const attention_item *it)
 {
     const attention_kv *kv = it->kv;
-    int R = kv->R, rope = kv->rope, nh = it->nh;
+    int R = kv->R, rope = kv->rope, nh = it->nh, pairs = kv->dtype == DTYPE_BF16;
     float s[4 * ATTN_BLOCK] __attribute__((aligned(64)));
     float alpha[4];
-    float *qp = it->conv, *qpr = it->conv + (size_t)nh * R; /* nh (R + rope) <= ATTN_BLOCK (R + rope) floats */
+    const float *ql = it->q_lat, *qr = it->q_rope;
+    if (pairs) {
+        float *qp = it->conv, *qpr = it->conv + (size_t)nh * R;
+        for (int h = 0; h < nh; h++) {
+            to_pair_order(it->q_lat + (size_t)h * R, R, qp + (size_t)h * R);
+            to_pair_order(it->q_rope + (size_t)h * rope, rope, qpr + (size_t)h * rope);
+        }
+        ql = qp;
+        qr = qpr;
+    }
     for (int h = 0; h < nh; h++) {
-        to_pair_order(it->q_lat + (size_t)h * R, R, qp + (size_t)h * R);
-        to_pair_order(it->q_rope + (size_t)h * rope, rope, qpr + (size_t)h * rope);
         it->m[h] = -INFINITY;
         it->l[h] = 0.0f;
     }
     memset(it->acc, 0, (size_t)nh * R * sizeof(float));
-    for (int t = it->t0; t < it->t1; t += ATTN_BLOCK) {
-        int nt = it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK;
-        attention_ahead ahead = next_block(kv, t, it->n);
-        pair_block(it, qp, qpr, (const uint16_t *)kv->latent + (size_t)t * R, (const uint16_t *)kv->krope + (size_t)t * rope,
-                   nt, &ahead, s, alpha);
-    }
-    for (int h = 0; h < nh; h++) from_pair_order(it->acc + (size_t)h * R, R);
+    int blk = pairs ? ATTN_BLOCK : ATTN_BLOCK / 2;
+    for (int t = it->t0; t < it->t1; t += blk) few_heads_block(it, ql, qr, t, blk, s, alpha);
+    if (pairs)
+        for (int h = 0; h < nh; h++) from_pair_order(it->acc + (size_t)h * R, R);
 }
 
 void attention_item_avx512(const attention_item *it)
 {
     const attention_kv *kv = it->kv;
-    if (kv->dtype == DTYPE_BF16 && it->nh <= 4 && kv->R % 32 == 0 && kv->rope % 32 == 0)
-        attention_item_pairs(it);
+    if (it->nh <= 4 && (kv->dtype == DTYPE_F32 || (kv->R % 32 == 0 && kv->rope % 32 == 0)))
+        attention_item_few_heads(it);
     else
         attention_item_avx512_rows(it);
 }
