@@ -15,7 +15,7 @@
  * shortest chunk: fewer, longer chunks for short contexts, where merging would cost more than
  * the parallelism gives. */
 #define ATTN_MAX_CHUNKS 32
-#define ATTN_MIN_CHUNK 256
+#define ATTN_MIN_CHUNK 512
 
 typedef struct {
     const attention_kv *kv;
