@@ -1,6 +1,8 @@
-/* AVX2 attention path: 8 floats per vector, 16 vector registers. Scores in tiles of 4 heads x 2
- * positions (8 accumulators, 6 loads per 8 FMAs, one hadd tree per tile); weighted latents in tiles
- * of 4 heads x 16 columns (8 accumulators). The item loop is attention_driver.h, included last. */
+/* AVX2 attention path: 8 floats per vector, 16 vector registers, so every tile is sized to keep
+ * its accumulators and operands in registers (no spills in the FMA loops). Scores in tiles of up to
+ * 12 accumulators (heads x positions, shapes below) reduced by transpose-add trees; weighted latents
+ * in tiles of 6 heads x 16 columns; the softmax of 8 heads at once. Its own item loop (the one of
+ * attention_driver.h, plus BF16 read in place: widened in registers, no conversion pass). */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -13,102 +15,163 @@
 static const int32_t lane_window[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
 INLINE __m256i lanes(int n) { return _mm256_loadu_si256((const __m256i *)(lane_window + 8 - (n < 8 ? n : 8))); }
 
+/* Within each 128-bit half, lane i of the result is the half-sum of a[i] (4 vectors in, 4 sums per
+ * half out): unpack pairs, then quads, each level one add (no hadd: 3 uops each). */
+INLINE __m256 sum4_halves(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
+{
+    __m256 x0 = _mm256_add_ps(_mm256_unpacklo_ps(a0, a1), _mm256_unpackhi_ps(a0, a1));
+    __m256 x1 = _mm256_add_ps(_mm256_unpacklo_ps(a2, a3), _mm256_unpackhi_ps(a2, a3));
+    return _mm256_add_ps(_mm256_shuffle_ps(x0, x1, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(x0, x1, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
 /* Lane i of the result is the sum of the 8 lanes of a[i]. */
-INLINE __m256 sum8(const __m256 a[8])
+INLINE __m256 sum8(const __m256 *a)
 {
-    __m256 b0 = _mm256_hadd_ps(a[0], a[1]), b1 = _mm256_hadd_ps(a[2], a[3]);
-    __m256 b2 = _mm256_hadd_ps(a[4], a[5]), b3 = _mm256_hadd_ps(a[6], a[7]);
-    __m256 c0 = _mm256_hadd_ps(b0, b1), c1 = _mm256_hadd_ps(b2, b3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(c0, c1, 0x20), _mm256_permute2f128_ps(c0, c1, 0x31));
+    __m256 y0 = sum4_halves(a[0], a[1], a[2], a[3]), y1 = sum4_halves(a[4], a[5], a[6], a[7]);
+    return _mm256_add_ps(_mm256_permute2f128_ps(y0, y1, 0x20), _mm256_permute2f128_ps(y0, y1, 0x31));
 }
 
-INLINE float hmax8(__m256 v)
+/* Lane i of the result is the sum of the 8 lanes of a[i]. */
+INLINE __m128 sum4(const __m256 *a)
 {
-    __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
-    return _mm_cvtss_f32(_mm_max_ss(x, _mm_movehdup_ps(x)));
+    __m256 y = sum4_halves(a[0], a[1], a[2], a[3]);
+    return _mm_add_ps(_mm256_castps256_ps128(y), _mm256_extractf128_ps(y, 1));
 }
 
-INLINE float hadd8(__m256 v)
+/* Half `half` of the sixteen cache values [k, k + 16) of a row. F32: in order. BF16: the
+ * even-indexed values, then the odd ones (a shift or a mask of the same 8 words, no shuffle: the
+ * queries are stored in that order and the weighted sums are put back in order at the end of the
+ * item). */
+INLINE __m256 load_half(int BF16, const void *row, int k, int half)
 {
-    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-    return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
+    if (!BF16) return _mm256_loadu_ps((const float *)row + k + 8 * half);
+    __m256i w = _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + k));
+    return _mm256_castsi256_ps(half ? _mm256_and_si256(w, _mm256_set1_epi32((int)0xFFFF0000u)) : _mm256_slli_epi32(w, 16));
 }
 
-/* acc[h * 2 + t] += q[h] . x[t] over len floats; the tail through masked loads (zeros). */
-INLINE void dot_segment(int NH, int NT, const float *q, int qstride, const float *x, int xstride, int len, __m256 acc[8])
+INLINE void load16(int BF16, const void *row, int k, __m256 *lo, __m256 *hi)
+{
+    *lo = load_half(BF16, row, k, 0);
+    *hi = load_half(BF16, row, k, 1);
+}
+
+/* The last n < 16 values [k, k + n) of a row in order, zeros after: F32 by masked loads, BF16
+ * through a zeroed copy (a wider load could run past the end of the cache). */
+INLINE void load_tail(int BF16, const void *row, int k, int n, __m256 *lo, __m256 *hi)
+{
+    if (!BF16) {
+        *lo = _mm256_maskload_ps((const float *)row + k, lanes(n));
+        *hi = _mm256_maskload_ps((const float *)row + k + 8, lanes(n - 8));
+        return;
+    }
+    uint16_t pad[16] = {0};
+    memcpy(pad, (const uint16_t *)row + k, (size_t)n * sizeof(uint16_t));
+    *lo = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)pad)), 16));
+    *hi = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)pad + 1)), 16));
+}
+
+INLINE const void *row_at(int BF16, const void *base, size_t row, int stride)
+{
+    return BF16 ? (const void *)((const uint16_t *)base + row * stride) : (const void *)((const float *)base + row * stride);
+}
+
+/* acc[h * NT + t] += q[h] . x[t] over len values: 16 at a time, then the tail (queries masked). */
+INLINE void dot_segment(int NH, int NT, int BF16, const float *q, int qstride, const void *x, int xstride, int len,
+                        __m256 *acc)
 {
     int k = 0;
-    for (; k + 8 <= len; k += 8) {
-        __m256 xv[2];
+    __m256 lo[4], hi[4];
+    for (; k + 16 <= len; k += 16)
 #pragma GCC unroll 2
-        for (int t = 0; t < NT; t++) xv[t] = _mm256_loadu_ps(x + (size_t)t * xstride + k);
+        for (int half = 0; half < 2; half++) {
+            __m256 xv[4];
 #pragma GCC unroll 4
-        for (int h = 0; h < NH; h++) {
-            __m256 qv = _mm256_loadu_ps(q + (size_t)h * qstride + k);
-#pragma GCC unroll 2
-            for (int t = 0; t < NT; t++) acc[h * 2 + t] = _mm256_fmadd_ps(qv, xv[t], acc[h * 2 + t]);
+            for (int t = 0; t < NT; t++) xv[t] = load_half(BF16, row_at(BF16, x, t, xstride), k, half);
+#pragma GCC unroll 4
+            for (int h = 0; h < NH; h++) {
+                __m256 qv = _mm256_loadu_ps(q + (size_t)h * qstride + k + 8 * half);
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) acc[h * NT + t] = _mm256_fmadd_ps(qv, xv[t], acc[h * NT + t]);
+            }
         }
-    }
-    if (k < len) {
-        __m256i m = lanes(len - k);
-        __m256 xv[2];
-#pragma GCC unroll 2
-        for (int t = 0; t < NT; t++) xv[t] = _mm256_maskload_ps(x + (size_t)t * xstride + k, m);
+    if (k == len) return;
 #pragma GCC unroll 4
-        for (int h = 0; h < NH; h++) {
-            __m256 qv = _mm256_maskload_ps(q + (size_t)h * qstride + k, m);
-#pragma GCC unroll 2
-            for (int t = 0; t < NT; t++) acc[h * 2 + t] = _mm256_fmadd_ps(qv, xv[t], acc[h * 2 + t]);
+    for (int t = 0; t < NT; t++) load_tail(BF16, row_at(BF16, x, t, xstride), k, len - k, &lo[t], &hi[t]);
+#pragma GCC unroll 4
+    for (int h = 0; h < NH; h++) {
+        __m256 qlo = _mm256_maskload_ps(q + (size_t)h * qstride + k, lanes(len - k));
+        __m256 qhi = _mm256_maskload_ps(q + (size_t)h * qstride + k + 8, lanes(len - k - 8));
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            acc[h * NT + t] = _mm256_fmadd_ps(qlo, lo[t], acc[h * NT + t]);
+            acc[h * NT + t] = _mm256_fmadd_ps(qhi, hi[t], acc[h * NT + t]);
         }
     }
 }
 
-INLINE void score_tile(int NH, int NT, const float *ql, const float *qr, const float *lat, const float *kr, int R,
-                       int rope, float scale, float *s)
+INLINE void score_tile(int NH, int NT, int BF16, const float *ql, const float *qr, const void *lat, const void *kr,
+                       int R, int rope, float scale, float *s)
 {
-    __m256 acc[8];
-    float out[8];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
-    dot_segment(NH, NT, ql, R, lat, R, R, acc);
-    dot_segment(NH, NT, qr, rope, kr, rope, rope, acc);
-    _mm256_storeu_ps(out, _mm256_mul_ps(sum8(acc), _mm256_set1_ps(scale)));
+    __m256 acc[16];
+    float out[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) acc[i] = _mm256_setzero_ps();
+    dot_segment(NH, NT, BF16, ql, R, lat, R, R, acc);
+    dot_segment(NH, NT, BF16, qr, rope, kr, rope, rope, acc);
+    __m256 sc = _mm256_set1_ps(scale);
+    _mm256_storeu_ps(out, _mm256_mul_ps(sum8(acc), sc));
+    if (NH * NT > 8) _mm_storeu_ps(out + 8, _mm_mul_ps(sum4(acc + 8), _mm256_castps256_ps128(sc)));
     for (int h = 0; h < NH; h++)
-        for (int t = 0; t < NT; t++) s[h * ATTN_BLOCK + t] = out[h * 2 + t];
+        for (int t = 0; t < NT; t++) s[h * ATTN_BLOCK + t] = out[h * NT + t];
 }
 
-typedef void (*score_fn)(const float *ql, const float *qr, const float *lat, const float *kr, int R, int rope,
+typedef void (*score_fn)(const float *ql, const float *qr, const void *lat, const void *kr, int R, int rope,
                          float scale, float *s);
-#define SCORE_VARIANT(nh, nt)                                                                                    \
-    static void score_##nh##_##nt(const float *ql, const float *qr, const float *lat, const float *kr, int R,     \
-                                  int rope, float scale, float *s)                                                \
+#define SCORE_VARIANT(nh, nt, bf)                                                                                \
+    static void score_##nh##_##nt##_##bf(const float *ql, const float *qr, const void *lat, const void *kr, int R, \
+                                         int rope, float scale, float *s)                                         \
     {                                                                                                             \
-        score_tile(nh, nt, ql, qr, lat, kr, R, rope, scale, s);                                                   \
+        score_tile(nh, nt, bf, ql, qr, lat, kr, R, rope, scale, s);                                               \
     }
-SCORE_VARIANT(1, 1) SCORE_VARIANT(2, 1) SCORE_VARIANT(3, 1) SCORE_VARIANT(4, 1)
-SCORE_VARIANT(1, 2) SCORE_VARIANT(2, 2) SCORE_VARIANT(3, 2) SCORE_VARIANT(4, 2)
-static const score_fn score_table[2][4] = {{score_1_1, score_2_1, score_3_1, score_4_1},
-                                           {score_1_2, score_2_2, score_3_2, score_4_2}};
+#define SCORE_DTYPES(nh, nt) SCORE_VARIANT(nh, nt, 0) SCORE_VARIANT(nh, nt, 1)
+SCORE_DTYPES(1, 1) SCORE_DTYPES(2, 1) SCORE_DTYPES(3, 1) SCORE_DTYPES(4, 1)
+SCORE_DTYPES(1, 3) SCORE_DTYPES(2, 3) SCORE_DTYPES(3, 3) SCORE_DTYPES(4, 3)
+SCORE_VARIANT(1, 4, 0) SCORE_VARIANT(2, 4, 0) SCORE_VARIANT(3, 4, 0) SCORE_VARIANT(1, 4, 1) SCORE_VARIANT(2, 4, 1)
 
-static void attn_scores(const float *ql, const float *qr, int nh, const float *lat, const float *kr, int nt, int R,
-                        int rope, float scale, float *s, const attention_ahead *ahead)
+/* A tile shape: nh heads x nt positions, and its variants [whole: nt positions, else 1][heads - 1]. */
+typedef struct { int nh, nt; score_fn tile[2][4]; } score_shape;
+/* Groups of more than 4 heads, whose queries outgrow L1 and stream from L2: 4 positions per tile, so
+ * that each query vector serves 4 FMAs. F32 3 heads (12 accumulators); BF16 2 heads, since the mask
+ * that widens the odd values takes a register and 3 x 4 spills accumulators (measured by
+ * bench_attention at R1's width: 3 x 4 BF16 about 0.7x the speed of 2 x 4). */
+static const score_shape score_wide[2] = {
+    {3, 4, {{score_1_1_0, score_2_1_0, score_3_1_0, NULL}, {score_1_4_0, score_2_4_0, score_3_4_0, NULL}}},
+    {2, 4, {{score_1_1_1, score_2_1_1, NULL, NULL}, {score_1_4_1, score_2_4_1, NULL, NULL}}}};
+/* Groups of up to 4 heads (the queries stay in L1): all of them in one tile, 3 positions. */
+static const score_shape score_narrow[2] = {
+    {4, 3, {{score_1_1_0, score_2_1_0, score_3_1_0, score_4_1_0}, {score_1_3_0, score_2_3_0, score_3_3_0, score_4_3_0}}},
+    {4, 3, {{score_1_1_1, score_2_1_1, score_3_1_1, score_4_1_1}, {score_1_3_1, score_2_3_1, score_3_3_1, score_4_3_1}}}};
+
+static void attn_scores(int bf16, const float *ql, const float *qr, int nh, const void *lat, const void *kr, int nt,
+                        int R, int rope, float scale, float *s, const attention_ahead *ahead)
 {
+    const score_shape *sh = nh <= 4 ? &score_narrow[bf16] : &score_wide[bf16];
+    size_t es = bf16 ? 2 : 4;
     for (int t = 0; t < nt;) {
-        int pair = nt - t >= 2;
-        attention_prefetch(ahead, t, t + (pair ? 2 : 1));
-        for (int h = 0; h < nh; h += 4) {
-            int hh = nh - h < 4 ? nh - h : 4;
-            score_table[pair][hh - 1](ql + (size_t)h * R, qr + (size_t)h * rope, lat + (size_t)t * R,
-                                      kr + (size_t)t * rope, R, rope, scale, s + h * ATTN_BLOCK + t);
+        int whole = nt - t >= sh->nt, step = whole ? sh->nt : 1;
+        attention_prefetch(ahead, t, t + step);
+        for (int h = 0; h < nh; h += sh->nh) {
+            int hh = nh - h < sh->nh ? nh - h : sh->nh;
+            sh->tile[whole][hh - 1](ql + (size_t)h * R, qr + (size_t)h * rope, (const char *)lat + (size_t)t * R * es,
+                                    (const char *)kr + (size_t)t * rope * es, R, rope, scale, s + h * ATTN_BLOCK + t);
         }
-        t += pair ? 2 : 1;
+        t += step;
     }
 }
 
 /* exp(x) for x <= 0: Cephes' expf polynomial times 2^n built in the exponent bits; clamped at
- * -87.3 so that n >= -126 stays a normal power of two. */
+ * -87.3 so that n >= -126 stays a normal power of two (e^-87.3 ~ 1e-38 weighs nothing beside the
+ * block's maximum, which is e^0). */
 INLINE __m256 exp_ps(__m256 x)
 {
     x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
@@ -127,92 +190,202 @@ INLINE __m256 exp_ps(__m256 x)
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+/* Lane i of the result is the max of the 8 lanes of a[i]: the transpose tree of sum8 with max. */
+INLINE __m256 max4_halves(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
+{
+    __m256 x0 = _mm256_max_ps(_mm256_unpacklo_ps(a0, a1), _mm256_unpackhi_ps(a0, a1));
+    __m256 x1 = _mm256_max_ps(_mm256_unpacklo_ps(a2, a3), _mm256_unpackhi_ps(a2, a3));
+    return _mm256_max_ps(_mm256_shuffle_ps(x0, x1, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(x0, x1, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
+INLINE __m256 max8(const __m256 *a)
+{
+    __m256 y0 = max4_halves(a[0], a[1], a[2], a[3]), y1 = max4_halves(a[4], a[5], a[6], a[7]);
+    return _mm256_max_ps(_mm256_permute2f128_ps(y0, y1, 0x20), _mm256_permute2f128_ps(y0, y1, 0x31));
+}
+
+/* Eight heads at once (rows of s past the group's nh are read but their results never stored): the
+ * per-head maxima, sums and rescales are lanes of one vector, so no head waits on another's
+ * horizontal reduction or on a scalar expf. Positions past nt are -inf for the max and 0 after exp
+ * (the weighted pass never reads them). */
+static void softmax_heads8(float *s, int nh, int nt, float *m, float *l, float *alpha)
+{
+    __m256 part[8], ninf = _mm256_set1_ps(-INFINITY);
+    float mo[8] = {0}, lo[8] = {0}, ao[8];
+    int nv = (nt + 7) / 8;
+    memcpy(mo, m, (size_t)nh * sizeof(float));
+    memcpy(lo, l, (size_t)nh * sizeof(float));
+    for (int h = 0; h < 8; h++) {
+        const float *sh = s + h * ATTN_BLOCK;
+        part[h] = ninf;
+        for (int v = 0; v < (h < nh ? nv : 0); v++)
+            part[h] = _mm256_max_ps(part[h], _mm256_blendv_ps(ninf, _mm256_loadu_ps(sh + 8 * v),
+                                                              _mm256_castsi256_ps(lanes(nt - 8 * v))));
+    }
+    __m256 mold = _mm256_loadu_ps(mo), mnew = _mm256_max_ps(mold, max8(part));
+    _mm256_storeu_ps(mo, mnew);
+    for (int h = 0; h < 8; h++) {
+        float *sh = s + h * ATTN_BLOCK;
+        __m256 mv = _mm256_set1_ps(mo[h]);
+        part[h] = _mm256_setzero_ps();
+        for (int v = 0; v < (h < nh ? nv : 0); v++) {
+            __m256 e = _mm256_and_ps(exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sh + 8 * v), mv)),
+                                     _mm256_castsi256_ps(lanes(nt - 8 * v)));
+            _mm256_storeu_ps(sh + 8 * v, e);
+            part[h] = _mm256_add_ps(part[h], e);
+        }
+    }
+    __m256 a = exp_ps(_mm256_sub_ps(mold, mnew));
+    _mm256_storeu_ps(ao, a);
+    _mm256_storeu_ps(lo, _mm256_fmadd_ps(_mm256_loadu_ps(lo), a, sum8(part)));
+    memcpy(m, mo, (size_t)nh * sizeof(float));
+    memcpy(l, lo, (size_t)nh * sizeof(float));
+    memcpy(alpha, ao, (size_t)nh * sizeof(float));
+}
+
 static void attn_softmax_block(float *s, int nh, int nt, float *m, float *l, float *alpha)
 {
-    for (int h = 0; h < nh; h++) {
-        float *sh = s + h * ATTN_BLOCK;
-        __m256 mx = _mm256_set1_ps(m[h]), sum = _mm256_setzero_ps(), ninf = _mm256_set1_ps(-INFINITY);
-        for (int t = 0; t < nt; t += 8) {
-            __m256i k = lanes(nt - t);
-            mx = _mm256_max_ps(mx, _mm256_blendv_ps(ninf, _mm256_maskload_ps(sh + t, k), _mm256_castsi256_ps(k)));
-        }
-        float mnew = hmax8(mx);
-        __m256 mv = _mm256_set1_ps(mnew);
-        for (int t = 0; t < nt; t += 8) {
-            __m256i k = lanes(nt - t);
-            __m256 e = _mm256_and_ps(exp_ps(_mm256_sub_ps(_mm256_maskload_ps(sh + t, k), mv)), _mm256_castsi256_ps(k));
-            _mm256_maskstore_ps(sh + t, k, e);
-            sum = _mm256_add_ps(sum, e);
-        }
-        alpha[h] = expf(m[h] - mnew);
-        l[h] = l[h] * alpha[h] + hadd8(sum);
-        m[h] = mnew;
+    for (int h = 0; h < nh; h += 8) {
+        int hh = nh - h < 8 ? nh - h : 8;
+        softmax_heads8(s + h * ATTN_BLOCK, hh, nt, m + h, l + h, alpha + h);
     }
 }
 
-/* acc[h][c0 .. c0 + 8 NV) = acc * alpha[h] + sum_t s[h][t] lat[t][...]; columns past R masked. */
-INLINE void weighted_tile(int NH, int NV, float *acc, int R, const float *alpha, const float *s, const float *lat,
-                          int nt, int c0)
+/* acc[h][c0 .. c0 + 16) = acc * alpha[h] + sum_t s[h][t] lat[t][c0 .. c0 + 16), the columns in
+ * load16's order; with TAIL the last R - c0 < 16 columns in order (masked loads and stores, which
+ * are slow on some cores, only there). */
+INLINE void weighted_tile(int NH, int BF16, int TAIL, float *acc, int R, const float *alpha, const float *s,
+                          const void *lat, int nt, int c0)
 {
-    __m256 a[4][2];
-    __m256i m[2];
-#pragma GCC unroll 2
-    for (int v = 0; v < NV; v++) m[v] = lanes(R - c0 - 8 * v);
-#pragma GCC unroll 4
-    for (int h = 0; h < NH; h++)
-#pragma GCC unroll 2
-        for (int v = 0; v < NV; v++)
-            a[h][v] = _mm256_mul_ps(_mm256_maskload_ps(acc + (size_t)h * R + c0 + 8 * v, m[v]), _mm256_set1_ps(alpha[h]));
+    __m256 a[6][2];
+    __m256i m0 = lanes(R - c0), m1 = lanes(R - c0 - 8);
+#pragma GCC unroll 6
+    for (int h = 0; h < NH; h++) {
+        const float *p = acc + (size_t)h * R + c0;
+        __m256 al = _mm256_set1_ps(alpha[h]);
+        a[h][0] = _mm256_mul_ps(TAIL ? _mm256_maskload_ps(p, m0) : _mm256_loadu_ps(p), al);
+        a[h][1] = _mm256_mul_ps(TAIL ? _mm256_maskload_ps(p + 8, m1) : _mm256_loadu_ps(p + 8), al);
+    }
     for (int t = 0; t < nt; t++) {
-        __m256 x[2];
-#pragma GCC unroll 2
-        for (int v = 0; v < NV; v++) x[v] = _mm256_maskload_ps(lat + (size_t)t * R + c0 + 8 * v, m[v]);
-#pragma GCC unroll 4
+        __m256 lo, hi;
+        if (TAIL)
+            load_tail(BF16, row_at(BF16, lat, t, R), c0, R - c0, &lo, &hi);
+        else
+            load16(BF16, row_at(BF16, lat, t, R), c0, &lo, &hi);
+#pragma GCC unroll 6
         for (int h = 0; h < NH; h++) {
             __m256 p = _mm256_broadcast_ss(s + h * ATTN_BLOCK + t);
-#pragma GCC unroll 2
-            for (int v = 0; v < NV; v++) a[h][v] = _mm256_fmadd_ps(p, x[v], a[h][v]);
+            a[h][0] = _mm256_fmadd_ps(p, lo, a[h][0]);
+            a[h][1] = _mm256_fmadd_ps(p, hi, a[h][1]);
         }
     }
-#pragma GCC unroll 4
-    for (int h = 0; h < NH; h++)
-#pragma GCC unroll 2
-        for (int v = 0; v < NV; v++) _mm256_maskstore_ps(acc + (size_t)h * R + c0 + 8 * v, m[v], a[h][v]);
+#pragma GCC unroll 6
+    for (int h = 0; h < NH; h++) {
+        float *p = acc + (size_t)h * R + c0;
+        if (TAIL) {
+            _mm256_maskstore_ps(p, m0, a[h][0]);
+            _mm256_maskstore_ps(p + 8, m1, a[h][1]);
+        } else {
+            _mm256_storeu_ps(p, a[h][0]);
+            _mm256_storeu_ps(p + 8, a[h][1]);
+        }
+    }
 }
 
-typedef void (*weighted_fn)(float *acc, int R, const float *alpha, const float *s, const float *lat, int nt, int c0);
-#define WEIGHTED_VARIANT(nh, nv)                                                                                  \
-    static void weighted_##nh##_##nv(float *acc, int R, const float *alpha, const float *s, const float *lat, int nt, \
-                                     int c0)                                                                       \
+typedef void (*weighted_fn)(float *acc, int R, const float *alpha, const float *s, const void *lat, int nt, int c0);
+#define WEIGHTED_VARIANT(nh, bf, tail)                                                                            \
+    static void weighted_##nh##_##bf##_##tail(float *acc, int R, const float *alpha, const float *s,               \
+                                              const void *lat, int nt, int c0)                                      \
     {                                                                                                              \
-        weighted_tile(nh, nv, acc, R, alpha, s, lat, nt, c0);                                                      \
+        weighted_tile(nh, bf, tail, acc, R, alpha, s, lat, nt, c0);                                                \
     }
-WEIGHTED_VARIANT(1, 1) WEIGHTED_VARIANT(2, 1) WEIGHTED_VARIANT(3, 1) WEIGHTED_VARIANT(4, 1)
-WEIGHTED_VARIANT(1, 2) WEIGHTED_VARIANT(2, 2) WEIGHTED_VARIANT(3, 2) WEIGHTED_VARIANT(4, 2)
-static const weighted_fn weighted_table[4][2] = {{weighted_1_1, weighted_1_2}, {weighted_2_1, weighted_2_2},
-                                                 {weighted_3_1, weighted_3_2}, {weighted_4_1, weighted_4_2}};
+#define WEIGHTED_HEADS(nh) WEIGHTED_VARIANT(nh, 0, 0) WEIGHTED_VARIANT(nh, 0, 1) WEIGHTED_VARIANT(nh, 1, 0) WEIGHTED_VARIANT(nh, 1, 1)
+WEIGHTED_HEADS(1) WEIGHTED_HEADS(2) WEIGHTED_HEADS(3) WEIGHTED_HEADS(4) WEIGHTED_HEADS(5) WEIGHTED_HEADS(6)
+#define WEIGHTED_ROW(nh, bf) {weighted_##nh##_##bf##_0, weighted_##nh##_##bf##_1}
+#define WEIGHTED_DTYPE(bf) \
+    {WEIGHTED_ROW(1, bf), WEIGHTED_ROW(2, bf), WEIGHTED_ROW(3, bf), WEIGHTED_ROW(4, bf), WEIGHTED_ROW(5, bf), WEIGHTED_ROW(6, bf)}
+/* 6 heads x 16 columns: 12 accumulators, and each latent vector serves 6 FMAs. [bf16][heads - 1][tail] */
+static const weighted_fn weighted_table[2][6][2] = {WEIGHTED_DTYPE(0), WEIGHTED_DTYPE(1)};
 
-static void attn_weighted(float *acc, int nh, int R, const float *alpha, const float *s, const float *lat, int nt)
+static void attn_weighted(int bf16, float *acc, int nh, int R, const float *alpha, const float *s, const void *lat, int nt)
 {
-    for (int h = 0; h < nh; h += 4) {
-        int hh = nh - h < 4 ? nh - h : 4;
-        for (int c0 = 0; c0 < R; c0 += 16)
-            weighted_table[hh - 1][R - c0 > 8 ? 1 : 0](acc + (size_t)h * R, R, alpha + h, s + h * ATTN_BLOCK, lat, nt, c0);
+    for (int h = 0; h < nh; h += 6) {
+        const weighted_fn *tile = weighted_table[bf16][(nh - h < 6 ? nh - h : 6) - 1];
+        for (int c0 = 0; c0 < R; c0 += 16) tile[R - c0 < 16](acc + (size_t)h * R, R, alpha + h, s + h * ATTN_BLOCK, lat, nt, c0);
     }
 }
 
-static void attn_widen_bf16(const uint16_t *src, int n, float *dst)
+/* ---------- the item ---------- */
+
+/* A row of n values in load16's BF16 order: whole groups of 16 as evens then odds, the tail as is. */
+static void bf16_order(const float *src, int n, float *dst)
 {
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + i)));
-        _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
-    }
-    for (; i < n; i++) {
-        uint32_t bits = (uint32_t)src[i] << 16;
-        memcpy(dst + i, &bits, sizeof bits);
+    int k = 0;
+    for (; k + 16 <= n; k += 16)
+        for (int i = 0; i < 8; i++) {
+            dst[k + i] = src[k + 2 * i];
+            dst[k + 8 + i] = src[k + 2 * i + 1];
+        }
+    memcpy(dst + k, src + k, (size_t)(n - k) * sizeof(float));
+}
+
+/* bf16_order undone in place: evens and odds interleaved again. */
+static void natural_order(float *row, int n)
+{
+    for (int k = 0; k + 16 <= n; k += 16) {
+        __m256 e = _mm256_loadu_ps(row + k), o = _mm256_loadu_ps(row + k + 8);
+        __m256 lo = _mm256_unpacklo_ps(e, o), hi = _mm256_unpackhi_ps(e, o);
+        _mm256_storeu_ps(row + k, _mm256_permute2f128_ps(lo, hi, 0x20));
+        _mm256_storeu_ps(row + k + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
     }
 }
 
-#define ATTN_ISA avx2
-#include "core/attention_driver.h"
+/* The block after [t, t + ATTN_BLOCK): where its cache rows start and how many of them exist. */
+static attention_ahead next_block(const attention_kv *kv, int t, int n)
+{
+    size_t es = dtype_size(kv->dtype);
+    int next = t + ATTN_BLOCK;
+    attention_ahead a = {.lat_row = (size_t)kv->R * es, .kr_row = (size_t)kv->rope * es, .rows = n - next};
+    if (a.rows <= 0) return (attention_ahead){.rows = 0};
+    a.lat = (const char *)kv->latent + (size_t)next * a.lat_row;
+    a.kr = (const char *)kv->krope + (size_t)next * a.kr_row;
+    return a;
+}
+
+_Static_assert(ATTN_GROUP_HEADS <= ATTN_BLOCK, "the conversion buffer holds the group's reordered queries");
+
+/* The item loop of attention_driver.h, with BF16 read in place: the cache is widened in registers
+ * by the tiles (no conversion pass and no F32 copy of the block), the queries reordered to match
+ * into the conversion buffer, and the weighted latents put back in order at the end. */
+void attention_item_avx2(const attention_item *it)
+{
+    const attention_kv *kv = it->kv;
+    int R = kv->R, rope = kv->rope, nh = it->nh, bf16 = kv->dtype == DTYPE_BF16;
+    size_t es = dtype_size(kv->dtype);
+    float s[ATTN_GROUP_HEADS * ATTN_BLOCK] __attribute__((aligned(64)));
+    float alpha[ATTN_GROUP_HEADS];
+    const float *ql = it->q_lat, *qr = it->q_rope;
+    for (int h = 0; h < nh; h++) {
+        it->m[h] = -INFINITY;
+        it->l[h] = 0.0f;
+    }
+    memset(it->acc, 0, (size_t)nh * R * sizeof(float));
+    if (bf16) {
+        for (int h = 0; h < nh; h++) {
+            bf16_order(it->q_lat + (size_t)h * R, R, it->conv + (size_t)h * R);
+            bf16_order(it->q_rope + (size_t)h * rope, rope, it->conv + (size_t)nh * R + (size_t)h * rope);
+        }
+        ql = it->conv;
+        qr = it->conv + (size_t)nh * R;
+    }
+    for (int t = it->t0; t < it->t1; t += ATTN_BLOCK) {
+        int nt = it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK;
+        const void *lat = (const char *)kv->latent + (size_t)t * R * es, *kr = (const char *)kv->krope + (size_t)t * rope * es;
+        attention_ahead ahead = next_block(kv, t, it->n);
+        attn_scores(bf16, ql, qr, nh, lat, kr, nt, R, rope, kv->scale, s, &ahead);
+        attn_softmax_block(s, nh, nt, it->m, it->l, alpha);
+        attn_weighted(bf16, it->acc, nh, R, alpha, s, lat, nt);
+    }
+    if (bf16)
+        for (int h = 0; h < nh; h++) natural_order(it->acc + (size_t)h * R, R);
+}
