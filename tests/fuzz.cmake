@@ -12,6 +12,8 @@ set(CLI_FUZZ_SOURCES ${CMAKE_SOURCE_DIR}/cli/flags.c ${CMAKE_SOURCE_DIR}/cli/run
 add_library(fuzz_util STATIC ${FUZZ_DIR}/fuzz_util.c ${CMAKE_SOURCE_DIR}/tests/checkpoint/synth_checkpoint.c)
 target_link_libraries(fuzz_util PUBLIC dsspec_core)
 target_compile_definitions(fuzz_util PUBLIC DSSPEC_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+add_library(fuzz_tokenizer STATIC ${FUZZ_DIR}/fuzz_tokenizer.c)
+target_link_libraries(fuzz_tokenizer PUBLIC fuzz_util dsspec_tokenizer)
 
 # NAME -> extra sources and libraries
 set(FUZZ_HARNESSES config safetensors index checkpoint tokenizer_load tokenizer_config encode decode chat trace report flags session)
@@ -21,9 +23,9 @@ set(FUZZ_LIBS_index dsspec_core)
 set(FUZZ_LIBS_checkpoint dsspec_core)
 set(FUZZ_LIBS_tokenizer_load dsspec_tokenizer)
 set(FUZZ_LIBS_tokenizer_config dsspec_tokenizer)
-set(FUZZ_LIBS_encode dsspec_tokenizer)
-set(FUZZ_LIBS_decode dsspec_tokenizer)
-set(FUZZ_LIBS_chat dsspec_tokenizer)
+set(FUZZ_LIBS_encode fuzz_tokenizer)
+set(FUZZ_LIBS_decode fuzz_tokenizer)
+set(FUZZ_LIBS_chat fuzz_tokenizer)
 set(FUZZ_LIBS_trace dsspec_cache)
 set(FUZZ_LIBS_report dsspec_engine)
 set(FUZZ_SRCS_report ${CMAKE_SOURCE_DIR}/cli/report.c ${CMAKE_SOURCE_DIR}/cli/report_format.c

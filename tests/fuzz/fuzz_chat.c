@@ -3,15 +3,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tests/fuzz/fuzz_util.h"
-#include "tokenizer/tokenizer.h"
+#include "tests/fuzz/fuzz_tokenizer.h"
 
 static tokenizer *tok;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc; (void)argv;
-    char err[1024];
-    if (!(tok = tokenizer_load(DSSPEC_SOURCE_DIR "/models/dsspec-tiny", err, sizeof err))) fuzz_fail("%s", err);
+    tok = fuzz_embedded_tokenizer();
     return 0;
 }
 
