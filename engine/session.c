@@ -55,6 +55,7 @@ struct dsspec_session {
     uint64_t model_hash;
     session_settings hdr;         /* the file's header (valid when has_header) */
     int has_header;
+    uint32_t other_version;  /* a whole header record of another format version was read */
     int *prompt;                  /* the header's prompt ids */
     kv_extent *extents;           /* one per CHECKPOINT, in order */
     int n_extents, cap_extents;
@@ -340,10 +341,15 @@ static int header_plausible(const session_settings *h)
 static int apply_header(dsspec_session *s, const char *p, uint64_t len)
 {
     uint32_t version;
-    if (len < 4 + sizeof s->hdr) return -1;
+    if (len < 4) return -1;
     memcpy(&version, p, 4);
+    if (version != SESSION_VERSION) {
+        s->other_version = version;
+        return -1;
+    }
+    if (len < 4 + sizeof s->hdr) return -1;
     memcpy(&s->hdr, p + 4, sizeof s->hdr);
-    if (version != SESSION_VERSION || !header_plausible(&s->hdr) || len != 4 + sizeof s->hdr + (uint64_t)s->hdr.n_prompt * 4)
+    if ( !header_plausible(&s->hdr) || len != 4 + sizeof s->hdr + (uint64_t)s->hdr.n_prompt * 4)
         return -1;
     if (!(s->prompt = malloc((size_t)s->hdr.n_prompt * 4 + 1))) return -1;
     memcpy(s->prompt, p + 4 + sizeof s->hdr, (size_t)s->hdr.n_prompt * 4);
@@ -468,6 +474,11 @@ static int load_existing(dsspec_session *s, int64_t size, char *note, size_t not
         if (ftruncate(s->fd, 0)) { error_set(err, errlen, "session %s: %s", s->path, strerror(errno)); return -1; }
         if (note) snprintf(note, notelen, "session %s: its header was torn by a kill; starting the run afresh", s->path);
         return 0;
+    }
+    if (end < 0 && s->other_version) {
+        error_set(err, errlen, "session %s has session format %u; this dsspec reads format %d (start the run afresh)",
+                  s->path, s->other_version, SESSION_VERSION);
+        return -1;
     }
     if (end < 0) {
         error_set(err, errlen, "session %s: not a dsspec session file, or its header is damaged", s->path);

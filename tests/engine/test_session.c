@@ -5,6 +5,7 @@
  * mid-file resume to the same output (the damaged part is dropped and recomputed), a damaged
  * header and every mismatch (another checkpoint, prompt or output-changing flag) are refused with
  * one line, and a finished session can be extended with a larger -n. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,6 +158,48 @@ static void check_refusals(const config *c, const char *complete)
     printf("resuming with another checkpoint, prompt or output-changing flag is refused in one line\n");
 }
 
+/* CRC-32 (IEEE, reflected), bit by bit: the session format's checksum, written out independently. */
+static uint32_t crc32_ieee(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    }
+    return ~c;
+}
+
+/* A whole, checksummed header of format version 1 (the format before --top-k and --min-p were
+ * recorded): refused in one line naming both versions, not as a damaged file. */
+static void check_other_format(const config *c, const char *complete)
+{
+    FILE *f = fopen(complete, "rb");
+    unsigned char head[16];
+    CHECK(f && fread(head, 1, 16, f) == 16, "cannot read %s", complete);
+    uint64_t len;
+    memcpy(&len, head + 8, 8);
+    unsigned char *rec = malloc(12 + len);
+    memcpy(rec, head + 4, 12);
+    CHECK(len > 4 && len < (1u << 20) && fread(rec + 12, 1, len, f) == len, "header record of %s", complete);
+    fclose(f);
+    uint32_t version = 1, crc;
+    memcpy(rec + 12, &version, 4);
+    crc = crc32_ieee(rec, 12 + len);
+    char old[1100];
+    path_in_dir(old, sizeof old, "format1");
+    FILE *o = fopen(old, "wb");
+    CHECK(o && fwrite(head, 1, 4, o) == 4 && fwrite(rec, 1, 12 + len, o) == 12 + len && fwrite(&crc, 1, 4, o) == 4,
+          "cannot write %s", old);
+    fclose(o);
+    free(rec);
+    proc_result r;
+    run_session(&r, c, "120", old, NULL);
+    CHECK(r.status == 1 && strstr(r.err, "session format 1") && strstr(r.err, "format 2") &&
+              strchr(r.err, '\n') == r.err + strlen(r.err) - 1 && !r.out[0],
+          "a format-1 session: status %d, err %s", r.status, r.err);
+    printf("a session of another format version is refused naming both versions\n");
+}
+
 static void check_config(const config *c, int damage)
 {
     char full[1100], prefill[1100], shorter[1100];
@@ -178,6 +221,7 @@ static void check_config(const config *c, int damage)
     if (damage) {
         check_damage(c, full, ref.out);
         check_refusals(c, full);
+        check_other_format(c, full);
     }
 }
 
