@@ -229,19 +229,6 @@ static int job_step(void *ctx, int generated)
     return atomic_load(&j->cancelled);
 }
 
-static void run_job(serve_queue *q, serve_job *j)
-{
-    if (atomic_load(&j->cancelled)) {
-        j->failed = 1;
-        snprintf(j->error, sizeof j->error, "cancelled before it started");
-    } else {
-        j->gen.on_step = job_step;
-        if (dsspec_generate(q->e, j->prompt, j->n_prompt, &j->gen, &j->stats, j->error, sizeof j->error)) j->failed = 1;
-    }
-    if (j->finish) j->finish(j);
-    refresh_stats(q, 1);
-}
-
 /* A finished job's counters into the totals. Under q->mu. */
 static void account(serve_queue *q, const serve_job *j)
 {
@@ -257,6 +244,23 @@ static void account(serve_queue *q, const serve_job *j)
     if (atomic_load(&j->cancelled)) s->cancelled++;
     else if (j->failed) s->failed++;
     else s->finished++;
+}
+
+static void run_job(serve_queue *q, serve_job *j)
+{
+    if (atomic_load(&j->cancelled)) {
+        j->failed = 1;
+        snprintf(j->error, sizeof j->error, "cancelled before it started");
+    } else {
+        j->gen.on_step = job_step;
+        if (dsspec_generate(q->e, j->prompt, j->n_prompt, &j->gen, &j->stats, j->error, sizeof j->error)) j->failed = 1;
+    }
+    /* The totals first: a client that reads /metrics after its [DONE] finds its tokens counted. */
+    pthread_mutex_lock(&q->mu);
+    account(q, j);
+    pthread_mutex_unlock(&q->mu);
+    refresh_stats(q, 1);
+    if (j->finish) j->finish(j);
 }
 
 static void *worker_main(void *arg)
@@ -277,7 +281,6 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&q->mu);
         run_job(q, j);
         pthread_mutex_lock(&q->mu);
-        account(q, j);
         q->running = NULL;
         q->stats.running = 0;
         j->done = 1;
