@@ -49,6 +49,29 @@ INLINE __m256 load_half(int BF16, const void *row, int k, int half)
     return _mm256_castsi256_ps(half ? _mm256_and_si256(w, _mm256_set1_epi32((int)0xFFFF0000u)) : _mm256_slli_epi32(w, 16));
 }
 
+/* v, in a register of its own. Where a tile holds 16 live vectors, the compiler otherwise folds
+ * loads of reused operands into the FMAs as memory operands, one load per FMA: the loads (two of
+ * 32 bytes per cycle) then bind instead of the FMAs, or the hoisted BF16 mask spills an accumulator. */
+INLINE __m256 in_register(__m256 v)
+{
+    __asm__("" : "+x"(v));
+    return v;
+}
+
+static const int32_t odd_mask[8] __attribute__((aligned(32))) = {
+    (int32_t)0xFFFF0000u, (int32_t)0xFFFF0000u, (int32_t)0xFFFF0000u, (int32_t)0xFFFF0000u,
+    (int32_t)0xFFFF0000u, (int32_t)0xFFFF0000u, (int32_t)0xFFFF0000u, (int32_t)0xFFFF0000u};
+
+/* load_half for tiles of 16 live vectors: every operand in a register of its own, and the BF16 mask
+ * read from memory by the AND (kept in a register it would be a 17th). */
+INLINE __m256 load_half_pinned(int BF16, const void *row, int k, int half)
+{
+    if (!BF16 || !half) return in_register(load_half(BF16, row, k, half));
+    __m256i w = _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + k));
+    __asm__("vpand %1, %0, %0" : "+x"(w) : "m"(odd_mask));
+    return _mm256_castsi256_ps(w);
+}
+
 INLINE void load16(int BF16, const void *row, int k, __m256 *lo, __m256 *hi)
 {
     *lo = load_half(BF16, row, k, 0);
@@ -75,9 +98,24 @@ INLINE const void *row_at(int BF16, const void *base, size_t row, int stride)
     return BF16 ? (const void *)((const uint16_t *)base + row * stride) : (const void *)((const float *)base + row * stride);
 }
 
+/* The cache lines of the block after the current one, numbered: the latent rows' lines [0, nl), then
+ * the rope keys' [nl, total). Items of few heads spread their prefetches over the whole block by line
+ * number (prefetch_line skips what does not exist). */
+typedef struct {
+    const char *lat, *kr;
+    int nl, total;
+    int next; /* the first line not yet prefetched */
+} line_cursor;
+
+INLINE void prefetch_line(const line_cursor *c, int i)
+{
+    if (i >= c->total) return;
+    __builtin_prefetch(i < c->nl ? c->lat + (size_t)i * 64 : c->kr + (size_t)(i - c->nl) * 64, 0, 1);
+}
+
 /* acc[h * NT + t] += q[h] . x[t] over len values: 16 at a time, then the tail (queries masked). */
-INLINE void dot_segment(int NH, int NT, int BF16, const float *q, int qstride, const void *x, int xstride, int len,
-                        __m256 *acc)
+INLINE void dot_segment(int NH, int NT, int BF16, int PIN, const float *q, int qstride, const void *x, int xstride,
+                        int len, __m256 *acc)
 {
     int k = 0;
     __m256 lo[4], hi[4];
@@ -85,11 +123,15 @@ INLINE void dot_segment(int NH, int NT, int BF16, const float *q, int qstride, c
 #pragma GCC unroll 2
         for (int half = 0; half < 2; half++) {
             __m256 xv[4];
+            if (PIN) __asm__ volatile("" ::: "memory");
 #pragma GCC unroll 4
-            for (int t = 0; t < NT; t++) xv[t] = load_half(BF16, row_at(BF16, x, t, xstride), k, half);
+            for (int t = 0; t < NT; t++)
+                xv[t] = PIN ? load_half_pinned(BF16, row_at(BF16, x, t, xstride), k, half)
+                            : load_half(BF16, row_at(BF16, x, t, xstride), k, half);
 #pragma GCC unroll 4
             for (int h = 0; h < NH; h++) {
                 __m256 qv = _mm256_loadu_ps(q + (size_t)h * qstride + k + 8 * half);
+                if (PIN) qv = in_register(qv);
 #pragma GCC unroll 4
                 for (int t = 0; t < NT; t++) acc[h * NT + t] = _mm256_fmadd_ps(qv, xv[t], acc[h * NT + t]);
             }
@@ -109,15 +151,15 @@ INLINE void dot_segment(int NH, int NT, int BF16, const float *q, int qstride, c
     }
 }
 
-INLINE void score_tile(int NH, int NT, int BF16, const float *ql, const float *qr, const void *lat, const void *kr,
-                       int R, int rope, float scale, float *s)
+INLINE void score_tile(int NH, int NT, int BF16, int PIN, const float *ql, const float *qr, const void *lat,
+                       const void *kr, int R, int rope, float scale, float *s)
 {
     __m256 acc[16];
     float out[16];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; i++) acc[i] = _mm256_setzero_ps();
-    dot_segment(NH, NT, BF16, ql, R, lat, R, R, acc);
-    dot_segment(NH, NT, BF16, qr, rope, kr, rope, rope, acc);
+    dot_segment(NH, NT, BF16, PIN, ql, R, lat, R, R, acc);
+    dot_segment(NH, NT, BF16, PIN, qr, rope, kr, rope, rope, acc);
     __m256 sc = _mm256_set1_ps(scale);
     _mm256_storeu_ps(out, _mm256_mul_ps(sum8(acc), sc));
     if (NH * NT > 8) _mm_storeu_ps(out + 8, _mm_mul_ps(sum4(acc + 8), _mm256_castps256_ps128(sc)));
@@ -127,16 +169,18 @@ INLINE void score_tile(int NH, int NT, int BF16, const float *ql, const float *q
 
 typedef void (*score_fn)(const float *ql, const float *qr, const void *lat, const void *kr, int R, int rope,
                          float scale, float *s);
-#define SCORE_VARIANT(nh, nt, bf)                                                                                \
-    static void score_##nh##_##nt##_##bf(const float *ql, const float *qr, const void *lat, const void *kr, int R, \
-                                         int rope, float scale, float *s)                                         \
-    {                                                                                                             \
-        score_tile(nh, nt, bf, ql, qr, lat, kr, R, rope, scale, s);                                               \
+#define SCORE_VARIANT(nh, nt, bf, pin, name)                                                                      \
+    static void name(const float *ql, const float *qr, const void *lat, const void *kr, int R, int rope, float scale, \
+                     float *s)                                                                                       \
+    {                                                                                                                 \
+        score_tile(nh, nt, bf, pin, ql, qr, lat, kr, R, rope, scale, s);                                              \
     }
-#define SCORE_DTYPES(nh, nt) SCORE_VARIANT(nh, nt, 0) SCORE_VARIANT(nh, nt, 1)
-SCORE_DTYPES(1, 1) SCORE_DTYPES(2, 1) SCORE_DTYPES(3, 1) SCORE_DTYPES(4, 1)
-SCORE_DTYPES(1, 3) SCORE_DTYPES(2, 3) SCORE_DTYPES(3, 3) SCORE_DTYPES(4, 3)
-SCORE_VARIANT(1, 4, 0) SCORE_VARIANT(2, 4, 0) SCORE_VARIANT(3, 4, 0) SCORE_VARIANT(1, 4, 1) SCORE_VARIANT(2, 4, 1)
+#define WIDE_SCORE(nh, nt, bf) SCORE_VARIANT(nh, nt, bf, 0, score_##nh##_##nt##_##bf)
+WIDE_SCORE(1, 1, 0) WIDE_SCORE(2, 1, 0) WIDE_SCORE(3, 1, 0) WIDE_SCORE(1, 4, 0) WIDE_SCORE(2, 4, 0) WIDE_SCORE(3, 4, 0)
+WIDE_SCORE(1, 1, 1) WIDE_SCORE(2, 1, 1) WIDE_SCORE(1, 4, 1) WIDE_SCORE(2, 4, 1)
+#define FEW_SCORE(nh, nt) SCORE_VARIANT(nh, nt, 0, 1, few_score_##nh##_##nt##_0) SCORE_VARIANT(nh, nt, 1, 1, few_score_##nh##_##nt##_1)
+FEW_SCORE(1, 1) FEW_SCORE(2, 1) FEW_SCORE(3, 1) FEW_SCORE(4, 1) FEW_SCORE(1, 2) FEW_SCORE(2, 2) FEW_SCORE(3, 2)
+FEW_SCORE(4, 2) FEW_SCORE(1, 3) FEW_SCORE(2, 3) FEW_SCORE(3, 3) FEW_SCORE(4, 3)
 
 /* A tile shape: nh heads x nt positions, and its variants [whole: nt positions, else 1][heads - 1]. */
 typedef struct { int nh, nt; score_fn tile[2][4]; } score_shape;
@@ -147,15 +191,15 @@ typedef struct { int nh, nt; score_fn tile[2][4]; } score_shape;
 static const score_shape score_wide[2] = {
     {3, 4, {{score_1_1_0, score_2_1_0, score_3_1_0, NULL}, {score_1_4_0, score_2_4_0, score_3_4_0, NULL}}},
     {2, 4, {{score_1_1_1, score_2_1_1, NULL, NULL}, {score_1_4_1, score_2_4_1, NULL, NULL}}}};
-/* Groups of up to 4 heads (the queries stay in L1): all of them in one tile, 3 positions. */
-static const score_shape score_narrow[2] = {
-    {4, 3, {{score_1_1_0, score_2_1_0, score_3_1_0, score_4_1_0}, {score_1_3_0, score_2_3_0, score_3_3_0, score_4_3_0}}},
-    {4, 3, {{score_1_1_1, score_2_1_1, score_3_1_1, score_4_1_1}, {score_1_3_1, score_2_3_1, score_3_3_1, score_4_3_1}}}};
+/* Items of four heads or fewer: all heads x 1, 2 or 3 positions. [bf16][positions - 1][heads - 1] */
+#define FEW_SCORE_ROW(nt, bf) {few_score_1_##nt##_##bf, few_score_2_##nt##_##bf, few_score_3_##nt##_##bf, few_score_4_##nt##_##bf}
+#define FEW_SCORE_DTYPE(bf) {FEW_SCORE_ROW(1, bf), FEW_SCORE_ROW(2, bf), FEW_SCORE_ROW(3, bf)}
+static const score_fn few_score_table[2][3][4] = {FEW_SCORE_DTYPE(0), FEW_SCORE_DTYPE(1)};
 
 static void attn_scores(int bf16, const float *ql, const float *qr, int nh, const void *lat, const void *kr, int nt,
                         int R, int rope, float scale, float *s, const attention_ahead *ahead)
 {
-    const score_shape *sh = nh <= 4 ? &score_narrow[bf16] : &score_wide[bf16];
+    const score_shape *sh = &score_wide[bf16];
     size_t es = bf16 ? 2 : 4;
     for (int t = 0; t < nt;) {
         int whole = nt - t >= sh->nt, step = whole ? sh->nt : 1;
@@ -311,9 +355,76 @@ static void attn_weighted(int bf16, float *acc, int nh, int R, const float *alph
 {
     for (int h = 0; h < nh; h += 6) {
         const weighted_fn *tile = weighted_table[bf16][(nh - h < 6 ? nh - h : 6) - 1];
-        for (int c0 = 0; c0 < R; c0 += 16) tile[R - c0 < 16](acc + (size_t)h * R, R, alpha + h, s + h * ATTN_BLOCK, lat, nt, c0);
+        for (int c0 = 0; c0 < R; c0 += 16)
+            tile[R - c0 < 16](acc + (size_t)h * R, R, alpha + h, s + h * ATTN_BLOCK, lat, nt, c0);
     }
 }
+
+/* Columns [c0 + 8 j, c0 + 8 j + 8) of a row in load16's order, for whole groups of 16: with BF16, P is
+ * the parity of c0 / 8 (odd: the odd values of the group that began 8 columns earlier). */
+INLINE __m256 load_unit(int BF16, int P, const void *row, int c0, int j)
+{
+    if (!BF16) return in_register(_mm256_loadu_ps((const float *)row + c0 + 8 * j));
+    int odd = (P + j) & 1;
+    return load_half_pinned(1, row, c0 + 8 * j - 8 * odd, odd);
+}
+
+/* weighted_tile for items of four heads or fewer: NH heads x NU (2 or 3) units of 8 columns in whole
+ * groups of 16, so that 4 heads x 3 units keep 12 accumulator chains in flight (the FMA latency
+ * times the two FMA pipes is 8 chains: 4 x 16 columns would have no slack); with a line of the next
+ * block prefetched every `gap` rows. */
+INLINE void few_weighted_tile(int NH, int NU, int P, int BF16, float *acc, int R, const float *alpha, const float *s,
+                              const void *lat, int nt, int c0, const line_cursor *pf, int lg)
+{
+    __m256 a[4][3];
+#pragma GCC unroll 4
+    for (int h = 0; h < NH; h++) {
+        __m256 al = _mm256_set1_ps(alpha[h]);
+#pragma GCC unroll 3
+        for (int j = 0; j < NU; j++) a[h][j] = _mm256_mul_ps(_mm256_loadu_ps(acc + (size_t)h * R + c0 + 8 * j), al);
+    }
+    for (int t = 0; t < nt; t++) {
+        __m256 x[3];
+        if (pf && !(t & ((1 << lg) - 1))) prefetch_line(pf, pf->next + (t >> lg));
+#pragma GCC unroll 3
+        for (int j = 0; j < NU; j++) x[j] = load_unit(BF16, P, row_at(BF16, lat, t, R), c0, j);
+#pragma GCC unroll 4
+        for (int h = 0; h < NH; h++) {
+            __m256 p = _mm256_broadcast_ss(s + h * ATTN_BLOCK + t);
+#pragma GCC unroll 3
+            for (int j = 0; j < NU; j++) a[h][j] = _mm256_fmadd_ps(p, x[j], a[h][j]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < NH; h++)
+#pragma GCC unroll 3
+        for (int j = 0; j < NU; j++) _mm256_storeu_ps(acc + (size_t)h * R + c0 + 8 * j, a[h][j]);
+}
+
+#define FEW_WEIGHTED_VARIANT(nh, nu, par, bf)                                                                     \
+    static void few_weighted_##nh##_##nu##_##par##_##bf(float *acc, int R, const float *alpha, const float *s,     \
+                                                        const void *lat, int nt, int c0, const line_cursor *pf,    \
+                                                        int lg)                                                    \
+    {                                                                                                              \
+        few_weighted_tile(nh, nu, par, bf, acc, R, alpha, s, lat, nt, c0, pf, lg);                                \
+    }
+#define FEW_WEIGHTED_SHAPES(nh, bf)                                                                               \
+    FEW_WEIGHTED_VARIANT(nh, 2, 0, bf) FEW_WEIGHTED_VARIANT(nh, 2, 1, bf) FEW_WEIGHTED_VARIANT(nh, 3, 0, bf)      \
+    FEW_WEIGHTED_VARIANT(nh, 3, 1, bf)
+FEW_WEIGHTED_SHAPES(1, 0) FEW_WEIGHTED_SHAPES(2, 0) FEW_WEIGHTED_SHAPES(3, 0) FEW_WEIGHTED_SHAPES(4, 0)
+FEW_WEIGHTED_SHAPES(1, 1) FEW_WEIGHTED_SHAPES(2, 1) FEW_WEIGHTED_SHAPES(3, 1) FEW_WEIGHTED_SHAPES(4, 1)
+#define FEW_WEIGHTED_HEADS(nh, bf)                                                                                \
+    {{few_weighted_##nh##_2_0_##bf, few_weighted_##nh##_2_1_##bf}, {few_weighted_##nh##_3_0_##bf, few_weighted_##nh##_3_1_##bf}}
+#define FEW_WEIGHTED_DTYPE(bf) \
+    {FEW_WEIGHTED_HEADS(1, bf), FEW_WEIGHTED_HEADS(2, bf), FEW_WEIGHTED_HEADS(3, bf), FEW_WEIGHTED_HEADS(4, bf)}
+typedef void (*few_weighted_fn)(float *acc, int R, const float *alpha, const float *s, const void *lat, int nt, int c0,
+                                const line_cursor *pf, int lg);
+/* [bf16][heads - 1][units - 2][parity of c0 / 8] */
+static const few_weighted_fn few_weighted_table[2][4][2][2] = {FEW_WEIGHTED_DTYPE(0), FEW_WEIGHTED_DTYPE(1)};
+
+/* Units of 8 columns of the next few-heads chunk when `left` units (an even count to start with)
+ * remain: 3 while that leaves at least 2, so no unit is left alone. */
+static int few_chunk_units(int left) { return left >= 5 || left == 3 ? 3 : 2; }
 
 /* ---------- the item ---------- */
 
@@ -352,7 +463,93 @@ static attention_ahead next_block(const attention_kv *kv, int t, int n)
     return a;
 }
 
+/* The lines of the cache rows of the block of blk positions after the one at t (none past n). */
+static line_cursor lines_after(const attention_kv *kv, int t, int n, int blk)
+{
+    size_t es = dtype_size(kv->dtype);
+    int next = t + blk, rows = n - next < blk ? n - next : blk;
+    if (rows <= 0) return (line_cursor){.total = 0};
+    line_cursor c = {.lat = (const char *)kv->latent + (size_t)next * kv->R * es,
+                     .kr = (const char *)kv->krope + (size_t)next * kv->rope * es};
+    c.nl = (int)(((size_t)rows * kv->R * es + 63) / 64);
+    c.total = c.nl + (int)(((size_t)rows * kv->rope * es + 63) / 64);
+    return c;
+}
+
+/* One block of an item with four heads or fewer (one score tile and one weighted tile hold them
+ * all): scores, softmax, weighted latents. With few heads memory binds an F32 cache and must stay
+ * busy through both passes, so the next block's lines are prefetched evenly over the block's time:
+ * 3/5 of them during the scores (a share per tile), the rest during the weighted latents (a line
+ * per `gap` rows of each 16-column chunk). Prefetching in the score pass alone leaves memory idle
+ * through the weighted pass. */
+static void few_heads_block(const attention_item *it, const float *ql, const float *qr, int t, int blk, float *s,
+                            float *alpha)
+{
+    const attention_kv *kv = it->kv;
+    int R = kv->R, rope = kv->rope, nh = it->nh, bf16 = kv->dtype == DTYPE_BF16;
+    int nt = it->t1 - t < blk ? it->t1 - t : blk;
+    size_t es = dtype_size(kv->dtype);
+    const char *lat = (const char *)kv->latent + (size_t)t * R * es, *kr = (const char *)kv->krope + (size_t)t * rope * es;
+    line_cursor pf = lines_after(kv, t, it->n, blk);
+    int tiles = (nt + 1) / 2, per_tile = (pf.total * 3 / 5 + tiles - 1) / tiles;
+    for (int u = 0; u < nt;) {
+        int step = nt - u < 2 ? nt - u : 2;
+        for (int i = 0; i < per_tile; i++) prefetch_line(&pf, pf.next + i);
+        pf.next += per_tile;
+        few_score_table[bf16][step - 1][nh - 1](ql, qr, lat + (size_t)u * R * es, kr + (size_t)u * rope * es, R, rope,
+                                                kv->scale, s + u);
+        u += step;
+    }
+    attn_softmax_block(s, nh, nt, it->m, it->l, alpha);
+    int Rw = R / 16 * 16, chunks = 0, rest = pf.total - pf.next;
+    for (int c0 = 0; c0 < Rw; c0 += 8 * few_chunk_units((Rw - c0) / 8)) chunks++;
+    int lg = 0; /* a line per 2^lg rows of each chunk: chunks * ceil(nt / 2^lg) >= rest lines */
+    while (rest > 0 && (2 << lg) * rest <= chunks * nt) lg++;
+    const line_cursor *pp = rest > 0 ? &pf : NULL;
+    for (int c0 = 0; c0 < Rw; pf.next += (nt + (1 << lg) - 1) >> lg) {
+        int nu = few_chunk_units((Rw - c0) / 8);
+        few_weighted_table[bf16][nh - 1][nu - 2][(c0 / 8) & 1](it->acc, R, alpha, s, lat, nt, c0, pp, lg);
+        c0 += 8 * nu;
+    }
+    if (Rw < R) weighted_table[bf16][nh - 1][1](it->acc, R, alpha, s, lat, nt, Rw);
+}
+
 _Static_assert(ATTN_GROUP_HEADS <= ATTN_BLOCK, "the conversion buffer holds the group's reordered queries");
+
+/* An item's start: running maxima and sums, accumulators zeroed; with a BF16 cache the queries in
+ * load16's order (into the conversion buffer), else the item's own. */
+static void item_start(const attention_item *it, const float **ql, const float **qr)
+{
+    const attention_kv *kv = it->kv;
+    int R = kv->R, rope = kv->rope, nh = it->nh;
+    for (int h = 0; h < nh; h++) {
+        it->m[h] = -INFINITY;
+        it->l[h] = 0.0f;
+    }
+    memset(it->acc, 0, (size_t)nh * R * sizeof(float));
+    *ql = it->q_lat;
+    *qr = it->q_rope;
+    if (kv->dtype != DTYPE_BF16) return;
+    for (int h = 0; h < nh; h++) {
+        bf16_order(it->q_lat + (size_t)h * R, R, it->conv + (size_t)h * R);
+        bf16_order(it->q_rope + (size_t)h * rope, rope, it->conv + (size_t)nh * R + (size_t)h * rope);
+    }
+    *ql = it->conv;
+    *qr = it->conv + (size_t)nh * R;
+}
+
+/* Items of four heads or fewer: blocks of 32 F32 rows or 64 BF16 rows, 20 KB at the embedded
+ * width, what L1 keeps while the weighted pass reads the block a second time (64 F32 rows outgrow
+ * it); shorter blocks cost more per position (the softmax, the accumulators' loads and stores). */
+static void attention_item_few_heads(const attention_item *it)
+{
+    float s[4 * ATTN_BLOCK] __attribute__((aligned(64)));
+    float alpha[4];
+    const float *ql, *qr;
+    item_start(it, &ql, &qr);
+    int blk = it->kv->dtype == DTYPE_BF16 ? ATTN_BLOCK : ATTN_BLOCK / 2;
+    for (int t = it->t0; t < it->t1; t += blk) few_heads_block(it, ql, qr, t, blk, s, alpha);
+}
 
 /* The item loop of attention_driver.h, with BF16 read in place: the cache is widened in registers
  * by the tiles (no conversion pass and no F32 copy of the block), the queries reordered to match
@@ -364,27 +561,20 @@ void attention_item_avx2(const attention_item *it)
     size_t es = dtype_size(kv->dtype);
     float s[ATTN_GROUP_HEADS * ATTN_BLOCK] __attribute__((aligned(64)));
     float alpha[ATTN_GROUP_HEADS];
-    const float *ql = it->q_lat, *qr = it->q_rope;
-    for (int h = 0; h < nh; h++) {
-        it->m[h] = -INFINITY;
-        it->l[h] = 0.0f;
-    }
-    memset(it->acc, 0, (size_t)nh * R * sizeof(float));
-    if (bf16) {
-        for (int h = 0; h < nh; h++) {
-            bf16_order(it->q_lat + (size_t)h * R, R, it->conv + (size_t)h * R);
-            bf16_order(it->q_rope + (size_t)h * rope, rope, it->conv + (size_t)nh * R + (size_t)h * rope);
+    const float *ql, *qr;
+    if (nh <= 4) {
+        attention_item_few_heads(it);
+    } else {
+        item_start(it, &ql, &qr);
+        for (int t = it->t0; t < it->t1; t += ATTN_BLOCK) {
+            int nt = it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK;
+            const void *lat = (const char *)kv->latent + (size_t)t * R * es;
+            const void *kr = (const char *)kv->krope + (size_t)t * rope * es;
+            attention_ahead ahead = next_block(kv, t, it->n);
+            attn_scores(bf16, ql, qr, nh, lat, kr, nt, R, rope, kv->scale, s, &ahead);
+            attn_softmax_block(s, nh, nt, it->m, it->l, alpha);
+            attn_weighted(bf16, it->acc, nh, R, alpha, s, lat, nt);
         }
-        ql = it->conv;
-        qr = it->conv + (size_t)nh * R;
-    }
-    for (int t = it->t0; t < it->t1; t += ATTN_BLOCK) {
-        int nt = it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK;
-        const void *lat = (const char *)kv->latent + (size_t)t * R * es, *kr = (const char *)kv->krope + (size_t)t * rope * es;
-        attention_ahead ahead = next_block(kv, t, it->n);
-        attn_scores(bf16, ql, qr, nh, lat, kr, nt, R, rope, kv->scale, s, &ahead);
-        attn_softmax_block(s, nh, nt, it->m, it->l, alpha);
-        attn_weighted(bf16, it->acc, nh, R, alpha, s, lat, nt);
     }
     if (bf16)
         for (int h = 0; h < nh; h++) natural_order(it->acc + (size_t)h * R, R);
