@@ -451,18 +451,6 @@ static void natural_order(float *row, int n)
     }
 }
 
-/* The block after [t, t + ATTN_BLOCK): where its cache rows start and how many of them exist. */
-static attention_ahead next_block(const attention_kv *kv, int t, int n)
-{
-    size_t es = dtype_size(kv->dtype);
-    int next = t + ATTN_BLOCK;
-    attention_ahead a = {.lat_row = (size_t)kv->R * es, .kr_row = (size_t)kv->rope * es, .rows = n - next};
-    if (a.rows <= 0) return (attention_ahead){.rows = 0};
-    a.lat = (const char *)kv->latent + (size_t)next * a.lat_row;
-    a.kr = (const char *)kv->krope + (size_t)next * a.kr_row;
-    return a;
-}
-
 /* The lines of the cache rows of the block of blk positions after the one at t (none past n). */
 static line_cursor lines_after(const attention_kv *kv, int t, int n, int blk)
 {
@@ -570,7 +558,7 @@ void attention_item_avx2(const attention_item *it)
             int nt = it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK;
             const void *lat = (const char *)kv->latent + (size_t)t * R * es;
             const void *kr = (const char *)kv->krope + (size_t)t * rope * es;
-            attention_ahead ahead = next_block(kv, t, it->n);
+            attention_ahead ahead = attention_block_after(kv, t, it->n, ATTN_BLOCK);
             attn_scores(bf16, ql, qr, nh, lat, kr, nt, R, rope, kv->scale, s, &ahead);
             attn_softmax_block(s, nh, nt, it->m, it->l, alpha);
             attn_weighted(bf16, it->acc, nh, R, alpha, s, lat, nt);

@@ -1,7 +1,8 @@
 /* AVX-512 attention path: 16 floats per vector. Scores in tiles of 4 heads x 4 positions (16
  * accumulators, 8 loads per 16 FMAs, one transpose-add tree per tile); weighted latents in tiles of
- * 4 heads x 64 columns (16 accumulators, 4 loads and 4 broadcasts per 16 FMAs). The item loop is
- * attention_driver.h, included last. */
+ * 4 heads x 64 columns (16 accumulators, 4 loads and 4 broadcasts per 16 FMAs). Groups of more
+ * than four heads (R1's 32) run attention_driver.h's item loop; items of four heads or fewer (the
+ * embedded model) their own, at the end of the file. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -9,27 +10,6 @@
 #include "core/attention_internal.h"
 
 #define INLINE static inline __attribute__((always_inline))
-
-/* Rows [t0, t1) of the block described by a, into L2 (what does not exist is skipped). */
-INLINE void prefetch_rows(const attention_ahead *a, int t0, int t1)
-{
-    for (int t = t0; t < t1 && t < a->rows; t++) {
-        for (size_t b = 0; b < a->lat_row; b += 64) __builtin_prefetch(a->lat + (size_t)t * a->lat_row + b, 0, 1);
-        for (size_t b = 0; b < a->kr_row; b += 64) __builtin_prefetch(a->kr + (size_t)t * a->kr_row + b, 0, 1);
-    }
-}
-
-/* The block of blk positions after the one at t. */
-static attention_ahead block_after(const attention_kv *kv, int t, int n, int blk)
-{
-    size_t es = dtype_size(kv->dtype);
-    int next = t + blk;
-    attention_ahead a = {.lat_row = (size_t)kv->R * es, .kr_row = (size_t)kv->rope * es, .rows = n - next};
-    if (a.rows <= 0) return (attention_ahead){.rows = 0};
-    a.lat = (const char *)kv->latent + (size_t)next * a.lat_row;
-    a.kr = (const char *)kv->krope + (size_t)next * a.kr_row;
-    return a;
-}
 
 INLINE __mmask16 lanes(int n) { return n <= 0 ? 0 : (__mmask16)((1u << (n < 16 ? n : 16)) - 1); }
 
@@ -94,29 +74,92 @@ INLINE void store_scores(int NH, int NT, const __m512 acc[16], float scale, floa
         for (int t = 0; t < NT; t++) s[h * ATTN_BLOCK + t] = out[h * 4 + t];
 }
 
-INLINE void score_tile(int NH, int NT, const float *ql, const float *qr, const float *lat, const float *kr, int R,
+/* BF16 rows read by four heads or fewer (the items at the end of the file): widening a block into
+ * conv costs as much as all the FMAs that read it (one 64-byte store per 16 values, and this path's
+ * cores store one such vector per two cycles at best), so these items widen in registers instead. A 64-byte load holds 16 pairs of BF16
+ * values: the pairs masked to their high halves are the odd values as floats, shifted up by 16 bits
+ * the even ones. Dot products and weighted latents then run in pair order (in every 32 columns, the
+ * 16 even ones, then the 16 odd ones): the queries are put in it once per item, the accumulators
+ * taken out of it at the end. Every reduction order still depends only on the item's bounds. */
+INLINE void pair_split(const uint16_t *p, __m512 *even, __m512 *odd)
+{
+    __m512i d = _mm512_loadu_si512(p);
+    *odd = _mm512_castsi512_ps(_mm512_and_si512(d, _mm512_set1_epi32((int)0xFFFF0000u)));
+    *even = _mm512_castsi512_ps(_mm512_slli_epi32(d, 16));
+}
+
+/* Lanes of the pair order: even columns of 32, then odd ones; and back. */
+static void to_pair_order(const float *src, int n, float *dst)
+{
+    __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    for (int g = 0; g < n; g += 32) {
+        __m512 a = _mm512_loadu_ps(src + g), b = _mm512_loadu_ps(src + g + 16);
+        _mm512_storeu_ps(dst + g, _mm512_permutex2var_ps(a, ev, b));
+        _mm512_storeu_ps(dst + g + 16, _mm512_permutex2var_ps(a, od, b));
+    }
+}
+
+static void from_pair_order(float *a, int n)
+{
+    __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+    for (int g = 0; g < n; g += 32) {
+        __m512 e = _mm512_loadu_ps(a + g), o = _mm512_loadu_ps(a + g + 16);
+        _mm512_storeu_ps(a + g, _mm512_permutex2var_ps(e, lo, o));
+        _mm512_storeu_ps(a + g + 16, _mm512_permutex2var_ps(e, hi, o));
+    }
+}
+
+/* acc[h * 4 + t] += q[h] . x[t] over len (a multiple of 32) values, q in pair order. */
+INLINE void pair_dot_segment(int NH, int NT, const float *q, int qstride, const uint16_t *x, int xstride, int len,
+                             __m512 acc[16])
+{
+    for (int k = 0; k < len; k += 32) {
+        __m512 e[4], o[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) pair_split(x + (size_t)t * xstride + k, &e[t], &o[t]);
+#pragma GCC unroll 4
+        for (int h = 0; h < NH; h++) {
+            __m512 qe = _mm512_loadu_ps(q + (size_t)h * qstride + k), qo = _mm512_loadu_ps(q + (size_t)h * qstride + k + 16);
+#pragma GCC unroll 4
+            for (int t = 0; t < NT; t++) acc[h * 4 + t] = _mm512_fmadd_ps(qo, o[t], _mm512_fmadd_ps(qe, e[t], acc[h * 4 + t]));
+        }
+    }
+}
+
+/* The scores of NH heads x NT positions; PAIRS: BF16 rows read in pair order (q in it too). */
+INLINE void score_tile(int NH, int NT, int PAIRS, const float *ql, const float *qr, const void *lat, const void *kr, int R,
                        int rope, float scale, float *s)
 {
     __m512 acc[16];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
-    dot_segment(NH, NT, ql, R, lat, R, R, acc);
-    dot_segment(NH, NT, qr, rope, kr, rope, rope, acc);
+    if (PAIRS) {
+        pair_dot_segment(NH, NT, ql, R, lat, R, R, acc);
+        pair_dot_segment(NH, NT, qr, rope, kr, rope, rope, acc);
+    } else {
+        dot_segment(NH, NT, ql, R, lat, R, R, acc);
+        dot_segment(NH, NT, qr, rope, kr, rope, rope, acc);
+    }
     store_scores(NH, NT, acc, scale, s);
 }
 
-typedef void (*score_fn)(const float *ql, const float *qr, const float *lat, const float *kr, int R, int rope,
-                         float scale, float *s);
-#define SCORE_VARIANT(nh, nt)                                                                                    \
-    static void score_##nh##_##nt(const float *ql, const float *qr, const float *lat, const float *kr, int R,     \
-                                  int rope, float scale, float *s)                                                \
+typedef void (*score_fn)(const float *ql, const float *qr, const void *lat, const void *kr, int R, int rope, float scale,
+                         float *s);
+#define SCORE_VARIANT(nh, nt, pairs)                                                                             \
+    static void score_##nh##_##nt##_##pairs(const float *ql, const float *qr, const void *lat, const void *kr,    \
+                                            int R, int rope, float scale, float *s)                               \
     {                                                                                                             \
-        score_tile(nh, nt, ql, qr, lat, kr, R, rope, scale, s);                                                   \
+        score_tile(nh, nt, pairs, ql, qr, lat, kr, R, rope, scale, s);                                            \
     }
-SCORE_VARIANT(1, 1) SCORE_VARIANT(2, 1) SCORE_VARIANT(3, 1) SCORE_VARIANT(4, 1)
-SCORE_VARIANT(1, 4) SCORE_VARIANT(2, 4) SCORE_VARIANT(3, 4) SCORE_VARIANT(4, 4)
-static const score_fn score_table[2][4] = {{score_1_1, score_2_1, score_3_1, score_4_1},
-                                           {score_1_4, score_2_4, score_3_4, score_4_4}};
+#define SCORE_HEADS(nt, pairs)                                                                                    \
+    SCORE_VARIANT(1, nt, pairs) SCORE_VARIANT(2, nt, pairs) SCORE_VARIANT(3, nt, pairs) SCORE_VARIANT(4, nt, pairs)
+SCORE_HEADS(1, 0) SCORE_HEADS(4, 0) SCORE_HEADS(1, 1) SCORE_HEADS(4, 1)
+/* [pairs][a quad of positions][heads - 1] */
+static const score_fn score_table[2][2][4] = {
+    {{score_1_1_0, score_2_1_0, score_3_1_0, score_4_1_0}, {score_1_4_0, score_2_4_0, score_3_4_0, score_4_4_0}},
+    {{score_1_1_1, score_2_1_1, score_3_1_1, score_4_1_1}, {score_1_4_1, score_2_4_1, score_3_4_1, score_4_4_1}}};
 
 /* Positions in quads, outermost, so that their rows stay in L1 while every head group reads them. */
 static void attn_scores(const float *ql, const float *qr, int nh, const float *lat, const float *kr, int nt, int R,
@@ -127,7 +170,7 @@ static void attn_scores(const float *ql, const float *qr, int nh, const float *l
         attention_prefetch(ahead, t, t + (quad ? 4 : 1));
         for (int h = 0; h < nh; h += 4) {
             int hh = nh - h < 4 ? nh - h : 4;
-            score_table[quad][hh - 1](ql + (size_t)h * R, qr + (size_t)h * rope, lat + (size_t)t * R,
+            score_table[0][quad][hh - 1](ql + (size_t)h * R, qr + (size_t)h * rope, lat + (size_t)t * R,
                                       kr + (size_t)t * rope, R, rope, scale, s + h * ATTN_BLOCK + t);
         }
         t += quad ? 4 : 1;
@@ -223,7 +266,7 @@ INLINE void weighted_tile(int NH, int NV, float *acc, int R, const float *alpha,
             a[h][v] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[v], acc + (size_t)h * R + c0 + 16 * v), _mm512_set1_ps(alpha[h]));
     for (int t = 0; t < nt; t++) {
         __m512 x[4];
-        if (ahead && !(t & 3)) prefetch_rows(ahead, pf_base + t / 4, pf_base + t / 4 + 1);
+        if (ahead && !(t & 3)) attention_prefetch(ahead, pf_base + t / 4, pf_base + t / 4 + 1);
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) x[v] = _mm512_maskz_loadu_ps(m[v], lat + (size_t)t * R + c0 + 16 * v);
 #pragma GCC unroll 4
@@ -288,85 +331,6 @@ void attention_item_avx512_rows(const attention_item *it);
 
 /* ---------- Items of four heads or fewer ---------- */
 
-/* With four heads or fewer per item, widening a block into conv costs as much as all the FMAs that
- * read it: one 64-byte store per 16 values, and this path's cores store one such vector per two
- * cycles at best. So these items widen in registers instead. A 64-byte load holds 16 pairs of BF16
- * values: the pairs masked to their high halves are the odd values as floats, shifted up by 16 bits
- * the even ones. Dot products and weighted latents then run in pair order (in every 32 columns, the
- * 16 even ones, then the 16 odd ones): the queries are put in it once per item, the accumulators
- * taken out of it at the end. Every reduction order still depends only on the item's bounds. */
-INLINE void pair_split(const uint16_t *p, __m512 *even, __m512 *odd)
-{
-    __m512i d = _mm512_loadu_si512(p);
-    *odd = _mm512_castsi512_ps(_mm512_and_si512(d, _mm512_set1_epi32((int)0xFFFF0000u)));
-    *even = _mm512_castsi512_ps(_mm512_slli_epi32(d, 16));
-}
-
-/* Lanes of the pair order: even columns of 32, then odd ones; and back. */
-static void to_pair_order(const float *src, int n, float *dst)
-{
-    __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
-    for (int g = 0; g < n; g += 32) {
-        __m512 a = _mm512_loadu_ps(src + g), b = _mm512_loadu_ps(src + g + 16);
-        _mm512_storeu_ps(dst + g, _mm512_permutex2var_ps(a, ev, b));
-        _mm512_storeu_ps(dst + g + 16, _mm512_permutex2var_ps(a, od, b));
-    }
-}
-
-static void from_pair_order(float *a, int n)
-{
-    __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-    __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
-    for (int g = 0; g < n; g += 32) {
-        __m512 e = _mm512_loadu_ps(a + g), o = _mm512_loadu_ps(a + g + 16);
-        _mm512_storeu_ps(a + g, _mm512_permutex2var_ps(e, lo, o));
-        _mm512_storeu_ps(a + g + 16, _mm512_permutex2var_ps(e, hi, o));
-    }
-}
-
-/* acc[h * 4 + t] += q[h] . x[t] over len (a multiple of 32) values, q in pair order. */
-INLINE void pair_dot_segment(int NH, int NT, const float *q, int qstride, const uint16_t *x, int xstride, int len,
-                             __m512 acc[16])
-{
-    for (int k = 0; k < len; k += 32) {
-        __m512 e[4], o[4];
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) pair_split(x + (size_t)t * xstride + k, &e[t], &o[t]);
-#pragma GCC unroll 4
-        for (int h = 0; h < NH; h++) {
-            __m512 qe = _mm512_loadu_ps(q + (size_t)h * qstride + k), qo = _mm512_loadu_ps(q + (size_t)h * qstride + k + 16);
-#pragma GCC unroll 4
-            for (int t = 0; t < NT; t++) acc[h * 4 + t] = _mm512_fmadd_ps(qo, o[t], _mm512_fmadd_ps(qe, e[t], acc[h * 4 + t]));
-        }
-    }
-}
-
-INLINE void pair_score_tile(int NH, int NT, const float *ql, const float *qr, const uint16_t *lat, const uint16_t *kr,
-                            int R, int rope, float scale, float *s)
-{
-    __m512 acc[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
-    pair_dot_segment(NH, NT, ql, R, lat, R, R, acc);
-    pair_dot_segment(NH, NT, qr, rope, kr, rope, rope, acc);
-    store_scores(NH, NT, acc, scale, s);
-}
-
-typedef void (*pair_score_fn)(const float *ql, const float *qr, const uint16_t *lat, const uint16_t *kr, int R, int rope,
-                              float scale, float *s);
-#define PAIR_SCORE_VARIANT(nh, nt)                                                                                \
-    static void pair_score_##nh##_##nt(const float *ql, const float *qr, const uint16_t *lat, const uint16_t *kr, \
-                                       int R, int rope, float scale, float *s)                                   \
-    {                                                                                                             \
-        pair_score_tile(nh, nt, ql, qr, lat, kr, R, rope, scale, s);                                              \
-    }
-PAIR_SCORE_VARIANT(1, 1) PAIR_SCORE_VARIANT(2, 1) PAIR_SCORE_VARIANT(3, 1) PAIR_SCORE_VARIANT(4, 1)
-PAIR_SCORE_VARIANT(1, 4) PAIR_SCORE_VARIANT(2, 4) PAIR_SCORE_VARIANT(3, 4) PAIR_SCORE_VARIANT(4, 4)
-static const pair_score_fn pair_score_table[2][4] = {
-    {pair_score_1_1, pair_score_2_1, pair_score_3_1, pair_score_4_1},
-    {pair_score_1_4, pair_score_2_4, pair_score_3_4, pair_score_4_4}};
-
 /* acc[h][c0 .. c0 + 16 NV) (pair order) = acc * alpha[h] + sum_t s[h][t] lat[t][...], NV 2 or 4. */
 INLINE void pair_weighted_tile(int NH, int NV, float *acc, int R, const float *alpha, const float *s, const uint16_t *lat,
                                int nt, int c0, const attention_ahead *ahead, int pf_base)
@@ -379,7 +343,7 @@ INLINE void pair_weighted_tile(int NH, int NV, float *acc, int R, const float *a
             a[h][v] = _mm512_mul_ps(_mm512_loadu_ps(acc + (size_t)h * R + c0 + 16 * v), _mm512_set1_ps(alpha[h]));
     for (int t = 0; t < nt; t++) {
         __m512 x[4];
-        if (ahead && !(t & 3)) prefetch_rows(ahead, pf_base + t / 4, pf_base + t / 4 + 1);
+        if (ahead && !(t & 3)) attention_prefetch(ahead, pf_base + t / 4, pf_base + t / 4 + 1);
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v += 2) pair_split(lat + (size_t)t * R + c0 + 16 * v, &x[v], &x[v + 1]);
 #pragma GCC unroll 4
@@ -421,16 +385,16 @@ static void few_heads_block(const attention_item *it, const float *ql, const flo
     const attention_kv *kv = it->kv;
     int R = kv->R, rope = kv->rope, nh = it->nh, nt = it->t1 - t < blk ? it->t1 - t : blk;
     int pairs = kv->dtype == DTYPE_BF16;
-    attention_ahead ahead = block_after(kv, t, it->n, blk);
+    attention_ahead ahead = attention_block_after(kv, t, it->n, blk);
     const uint16_t *plat = (const uint16_t *)kv->latent + (size_t)t * R, *pkr = (const uint16_t *)kv->krope + (size_t)t * rope;
     const float *lat = (const float *)kv->latent + (size_t)t * R, *kr = (const float *)kv->krope + (size_t)t * rope;
     for (int u = 0; u < nt;) {
         int quad = nt - u >= 4;
-        prefetch_rows(&ahead, u / 2, (u + (quad ? 4 : 1) + 1) / 2);
+        attention_prefetch(&ahead, u / 2, (u + (quad ? 4 : 1) + 1) / 2);
         if (pairs)
-            pair_score_table[quad][nh - 1](ql, qr, plat + (size_t)u * R, pkr + (size_t)u * rope, R, rope, kv->scale, s + u);
+            score_table[1][quad][nh - 1](ql, qr, plat + (size_t)u * R, pkr + (size_t)u * rope, R, rope, kv->scale, s + u);
         else
-            score_table[quad][nh - 1](ql, qr, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale, s + u);
+            score_table[0][quad][nh - 1](ql, qr, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale, s + u);
         u += quad ? 4 : 1;
     }
     attn_softmax_block(s, nh, nt, it->m, it->l, alpha);

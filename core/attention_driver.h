@@ -33,18 +33,6 @@ static void block_rows(const attention_kv *kv, int t, int nt, float *conv, const
     *kr = conv + (size_t)nt * kv->R;
 }
 
-/* The block after [t, t + ATTN_BLOCK): where its cache rows start and how many of them exist. */
-static attention_ahead next_block(const attention_kv *kv, int t, int n)
-{
-    size_t es = dtype_size(kv->dtype);
-    int next = t + ATTN_BLOCK;
-    attention_ahead a = {.lat_row = (size_t)kv->R * es, .kr_row = (size_t)kv->rope * es, .rows = n - next};
-    if (a.rows <= 0) return (attention_ahead){.rows = 0};
-    a.lat = (const char *)kv->latent + (size_t)next * a.lat_row;
-    a.kr = (const char *)kv->krope + (size_t)next * a.kr_row;
-    return a;
-}
-
 void ATTN_ISA_NAME(attention_item, ATTN_ISA)(const attention_item *it)
 {
     const attention_kv *kv = it->kv;
@@ -60,7 +48,7 @@ void ATTN_ISA_NAME(attention_item, ATTN_ISA)(const attention_item *it)
         int nt = it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK;
         const float *lat, *kr;
         block_rows(kv, t, nt, it->conv, &lat, &kr);
-        attention_ahead ahead = next_block(kv, t, it->n);
+        attention_ahead ahead = attention_block_after(kv, t, it->n, ATTN_BLOCK);
         attn_scores(it->q_lat, it->q_rope, nh, lat, kr, nt, R, rope, kv->scale, s, &ahead);
         attn_softmax_block(s, nh, nt, it->m, it->l, alpha);
         attn_weighted(it->acc, nh, R, alpha, s, lat, nt);

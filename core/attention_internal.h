@@ -39,6 +39,18 @@ typedef struct {
     int rows;                /* rows that exist from there: [0, rows) may be prefetched */
 } attention_ahead;
 
+/* The block of blk positions after the one at t of a row of n positions. */
+static inline attention_ahead attention_block_after(const attention_kv *kv, int t, int n, int blk)
+{
+    size_t es = dtype_size(kv->dtype);
+    int next = t + blk;
+    attention_ahead a = {.lat_row = (size_t)kv->R * es, .kr_row = (size_t)kv->rope * es, .rows = n - next};
+    if (a.rows <= 0) return (attention_ahead){.rows = 0};
+    a.lat = (const char *)kv->latent + (size_t)next * a.lat_row;
+    a.kr = (const char *)kv->krope + (size_t)next * a.kr_row;
+    return a;
+}
+
 /* Rows [t0, t1) of the next block into L2 (what does not exist is skipped). */
 static inline void attention_prefetch(const attention_ahead *a, int t0, int t1)
 {
