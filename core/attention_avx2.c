@@ -178,10 +178,6 @@ typedef void (*score_fn)(const float *ql, const float *qr, const void *lat, cons
 #define WIDE_SCORE(nh, nt, bf) SCORE_VARIANT(nh, nt, bf, 0, score_##nh##_##nt##_##bf)
 WIDE_SCORE(1, 1, 0) WIDE_SCORE(2, 1, 0) WIDE_SCORE(3, 1, 0) WIDE_SCORE(1, 4, 0) WIDE_SCORE(2, 4, 0) WIDE_SCORE(3, 4, 0)
 WIDE_SCORE(1, 1, 1) WIDE_SCORE(2, 1, 1) WIDE_SCORE(1, 4, 1) WIDE_SCORE(2, 4, 1)
-#define FEW_SCORE(nh, nt) SCORE_VARIANT(nh, nt, 0, 1, few_score_##nh##_##nt##_0) SCORE_VARIANT(nh, nt, 1, 1, few_score_##nh##_##nt##_1)
-FEW_SCORE(1, 1) FEW_SCORE(2, 1) FEW_SCORE(3, 1) FEW_SCORE(4, 1) FEW_SCORE(1, 2) FEW_SCORE(2, 2) FEW_SCORE(3, 2)
-FEW_SCORE(4, 2) FEW_SCORE(1, 3) FEW_SCORE(2, 3) FEW_SCORE(3, 3) FEW_SCORE(4, 3)
-
 /* A tile shape: nh heads x nt positions, and its variants [whole: nt positions, else 1][heads - 1]. */
 typedef struct { int nh, nt; score_fn tile[2][4]; } score_shape;
 /* Groups of more than 4 heads, whose queries outgrow L1 and stream from L2: 4 positions per tile, so
@@ -191,11 +187,6 @@ typedef struct { int nh, nt; score_fn tile[2][4]; } score_shape;
 static const score_shape score_wide[2] = {
     {3, 4, {{score_1_1_0, score_2_1_0, score_3_1_0, NULL}, {score_1_4_0, score_2_4_0, score_3_4_0, NULL}}},
     {2, 4, {{score_1_1_1, score_2_1_1, NULL, NULL}, {score_1_4_1, score_2_4_1, NULL, NULL}}}};
-/* Items of four heads or fewer: all heads x 1, 2 or 3 positions. [bf16][positions - 1][heads - 1] */
-#define FEW_SCORE_ROW(nt, bf) {few_score_1_##nt##_##bf, few_score_2_##nt##_##bf, few_score_3_##nt##_##bf, few_score_4_##nt##_##bf}
-#define FEW_SCORE_DTYPE(bf) {FEW_SCORE_ROW(1, bf), FEW_SCORE_ROW(2, bf), FEW_SCORE_ROW(3, bf)}
-static const score_fn few_score_table[2][3][4] = {FEW_SCORE_DTYPE(0), FEW_SCORE_DTYPE(1)};
-
 static void attn_scores(int bf16, const float *ql, const float *qr, int nh, const void *lat, const void *kr, int nt,
                         int R, int rope, float scale, float *s, const attention_ahead *ahead)
 {
@@ -298,8 +289,8 @@ static void attn_softmax_block(float *s, int nh, int nt, float *m, float *l, flo
 /* acc[h][c0 .. c0 + 16) = acc * alpha[h] + sum_t s[h][t] lat[t][c0 .. c0 + 16), the columns in
  * load16's order; with TAIL the last R - c0 < 16 columns in order (masked loads and stores, which
  * are slow on some cores, only there). */
-INLINE void weighted_tile(int NH, int BF16, int TAIL, float *acc, int R, const float *alpha, const float *s,
-                          const void *lat, int nt, int c0)
+INLINE void weighted_tile(int NH, int BF16, int TAIL, int HS, int TS, float *acc, int R, const float *alpha,
+                          const float *s, const void *lat, int nt, int c0)
 {
     __m256 a[6][2];
     __m256i m0 = lanes(R - c0), m1 = lanes(R - c0 - 8);
@@ -318,7 +309,7 @@ INLINE void weighted_tile(int NH, int BF16, int TAIL, float *acc, int R, const f
             load16(BF16, row_at(BF16, lat, t, R), c0, &lo, &hi);
 #pragma GCC unroll 6
         for (int h = 0; h < NH; h++) {
-            __m256 p = _mm256_broadcast_ss(s + h * ATTN_BLOCK + t);
+            __m256 p = _mm256_broadcast_ss(s + h * HS + t * TS);
             a[h][0] = _mm256_fmadd_ps(p, lo, a[h][0]);
             a[h][1] = _mm256_fmadd_ps(p, hi, a[h][1]);
         }
@@ -341,7 +332,7 @@ typedef void (*weighted_fn)(float *acc, int R, const float *alpha, const float *
     static void weighted_##nh##_##bf##_##tail(float *acc, int R, const float *alpha, const float *s,               \
                                               const void *lat, int nt, int c0)                                      \
     {                                                                                                              \
-        weighted_tile(nh, bf, tail, acc, R, alpha, s, lat, nt, c0);                                                \
+        weighted_tile(nh, bf, tail, ATTN_BLOCK, 1, acc, R, alpha, s, lat, nt, c0);                                 \
     }
 #define WEIGHTED_HEADS(nh) WEIGHTED_VARIANT(nh, 0, 0) WEIGHTED_VARIANT(nh, 0, 1) WEIGHTED_VARIANT(nh, 1, 0) WEIGHTED_VARIANT(nh, 1, 1)
 WEIGHTED_HEADS(1) WEIGHTED_HEADS(2) WEIGHTED_HEADS(3) WEIGHTED_HEADS(4) WEIGHTED_HEADS(5) WEIGHTED_HEADS(6)
@@ -390,7 +381,7 @@ INLINE void few_weighted_tile(int NH, int NU, int P, int BF16, float *acc, int R
         for (int j = 0; j < NU; j++) x[j] = load_unit(BF16, P, row_at(BF16, lat, t, R), c0, j);
 #pragma GCC unroll 4
         for (int h = 0; h < NH; h++) {
-            __m256 p = _mm256_broadcast_ss(s + h * ATTN_BLOCK + t);
+            __m256 p = _mm256_broadcast_ss(s + t * 4 + h);
 #pragma GCC unroll 3
             for (int j = 0; j < NU; j++) a[h][j] = _mm256_fmadd_ps(p, x[j], a[h][j]);
         }
@@ -425,6 +416,112 @@ static const few_weighted_fn few_weighted_table[2][4][2][2] = {FEW_WEIGHTED_DTYP
 /* Units of 8 columns of the next few-heads chunk when `left` units (an even count to start with)
  * remain: 3 while that leaves at least 2, so no unit is left alone. */
 static int few_chunk_units(int left) { return left >= 5 || left == 3 ? 3 : 2; }
+
+/* Items of four heads or fewer keep a block's scores position-major, s[t * 4 + h] (lanes past the
+ * item's heads hold zeros): a pair of positions' scores is one vector, so the score pass stores
+ * them with one store, and the softmax's maxima and sums run down the positions with the heads as
+ * lanes (vertical operations, every exp lane a score, no transpose tree). */
+
+/* Scores of NT (1 or 2) positions for all NH heads into s[t * 4 + h]: the accumulators enter the
+ * reduction in that order, zeros standing in for absent heads. */
+INLINE void few_score_positions(int NH, int NT, int BF16, const float *ql, const float *qr, const void *lat,
+                                const void *kr, int R, int rope, __m256 sc, float *s)
+{
+    __m256 acc[8], r[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
+    dot_segment(NH, NT, BF16, 1, ql, R, lat, R, R, acc);
+    dot_segment(NH, NT, BF16, 1, qr, rope, kr, rope, rope, acc);
+#pragma GCC unroll 2
+    for (int t = 0; t < NT; t++)
+#pragma GCC unroll 4
+        for (int h = 0; h < 4; h++) r[t * 4 + h] = h < NH ? acc[h * NT + t] : _mm256_setzero_ps();
+    if (NT == 2)
+        _mm256_storeu_ps(s, _mm256_mul_ps(sum8(r), sc));
+    else
+        _mm_storeu_ps(s, _mm_mul_ps(sum4(r), _mm256_castps256_ps128(sc)));
+}
+
+/* The score pass of a block: pairs of positions in one loop (one call per block, the accumulators
+ * live across the latent and rope segments), with `per_pair` lines of the next block prefetched
+ * before each pair. */
+INLINE void few_scores(int NH, int BF16, const float *ql, const float *qr, const void *lat, const void *kr, int R,
+                       int rope, float scale, int nt, line_cursor *pf, int per_pair, float *s)
+{
+    size_t es = BF16 ? 2 : 4;
+    __m256 sc = _mm256_set1_ps(scale);
+    int u = 0;
+    for (; u + 2 <= nt; u += 2) {
+        for (int i = 0; i < per_pair; i++) prefetch_line(pf, pf->next + i);
+        pf->next += per_pair;
+        few_score_positions(NH, 2, BF16, ql, qr, (const char *)lat + (size_t)u * R * es,
+                            (const char *)kr + (size_t)u * rope * es, R, rope, sc, s + u * 4);
+    }
+    if (u < nt)
+        few_score_positions(NH, 1, BF16, ql, qr, (const char *)lat + (size_t)u * R * es,
+                            (const char *)kr + (size_t)u * rope * es, R, rope, sc, s + u * 4);
+}
+
+typedef void (*few_scores_fn)(const float *ql, const float *qr, const void *lat, const void *kr, int R, int rope,
+                              float scale, int nt, line_cursor *pf, int per_pair, float *s);
+#define FEW_SCORES_VARIANT(nh, bf)                                                                                \
+    static void few_scores_##nh##_##bf(const float *ql, const float *qr, const void *lat, const void *kr, int R,  \
+                                       int rope, float scale, int nt, line_cursor *pf, int per_pair, float *s)    \
+    {                                                                                                              \
+        few_scores(nh, bf, ql, qr, lat, kr, R, rope, scale, nt, pf, per_pair, s);                                  \
+    }
+FEW_SCORES_VARIANT(1, 0) FEW_SCORES_VARIANT(2, 0) FEW_SCORES_VARIANT(3, 0) FEW_SCORES_VARIANT(4, 0)
+FEW_SCORES_VARIANT(1, 1) FEW_SCORES_VARIANT(2, 1) FEW_SCORES_VARIANT(3, 1) FEW_SCORES_VARIANT(4, 1)
+/* [bf16][heads - 1] */
+static const few_scores_fn few_scores_table[2][4] = {{few_scores_1_0, few_scores_2_0, few_scores_3_0, few_scores_4_0},
+                                                     {few_scores_1_1, few_scores_2_1, few_scores_3_1, few_scores_4_1}};
+
+/* The softmax of a block of position-major scores (see above); a lone last position fills half a
+ * vector, whose upper lanes are zeros and never stored or summed. */
+static void few_softmax(float *s, int nh, int nt, float *m, float *l, float *alpha)
+{
+    float mo[4] = {0}, lo[4] = {0}, ao[4];
+    memcpy(mo, m, (size_t)nh * sizeof(float));
+    memcpy(lo, l, (size_t)nh * sizeof(float));
+    __m256 mx = _mm256_set1_ps(-INFINITY), sum = _mm256_setzero_ps();
+    int t = 0;
+    for (; t + 2 <= nt; t += 2) mx = _mm256_max_ps(mx, _mm256_loadu_ps(s + 4 * t));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    if (t < nt) m4 = _mm_max_ps(m4, _mm_loadu_ps(s + 4 * t));
+    __m128 mold = _mm_loadu_ps(mo), mnew = _mm_max_ps(mold, m4);
+    __m256 mv = _mm256_set_m128(mnew, mnew);
+    for (t = 0; t + 2 <= nt; t += 2) {
+        __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(s + 4 * t), mv));
+        _mm256_storeu_ps(s + 4 * t, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    __m128 l4 = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
+    if (t < nt) {
+        __m128 e = _mm256_castps256_ps128(exp_ps(_mm256_zextps128_ps256(_mm_sub_ps(_mm_loadu_ps(s + 4 * t), mnew))));
+        _mm_storeu_ps(s + 4 * t, e);
+        l4 = _mm_add_ps(l4, e);
+    }
+    __m128 a = _mm256_castps256_ps128(exp_ps(_mm256_zextps128_ps256(_mm_sub_ps(mold, mnew))));
+    _mm_storeu_ps(mo, mnew);
+    _mm_storeu_ps(lo, _mm_fmadd_ps(_mm_loadu_ps(lo), a, l4));
+    _mm_storeu_ps(ao, a);
+    memcpy(m, mo, (size_t)nh * sizeof(float));
+    memcpy(l, lo, (size_t)nh * sizeof(float));
+    memcpy(alpha, ao, (size_t)nh * sizeof(float));
+}
+
+/* The last R % 16 columns of few heads, with position-major scores. [bf16][heads - 1] */
+#define FEW_TAIL_VARIANT(nh, bf)                                                                                  \
+    static void few_weighted_tail_##nh##_##bf(float *acc, int R, const float *alpha, const float *s,               \
+                                              const void *lat, int nt, int c0)                                      \
+    {                                                                                                              \
+        weighted_tile(nh, bf, 1, 1, 4, acc, R, alpha, s, lat, nt, c0);                                             \
+    }
+FEW_TAIL_VARIANT(1, 0) FEW_TAIL_VARIANT(2, 0) FEW_TAIL_VARIANT(3, 0) FEW_TAIL_VARIANT(4, 0)
+FEW_TAIL_VARIANT(1, 1) FEW_TAIL_VARIANT(2, 1) FEW_TAIL_VARIANT(3, 1) FEW_TAIL_VARIANT(4, 1)
+static const weighted_fn few_weighted_tail[2][4] = {
+    {few_weighted_tail_1_0, few_weighted_tail_2_0, few_weighted_tail_3_0, few_weighted_tail_4_0},
+    {few_weighted_tail_1_1, few_weighted_tail_2_1, few_weighted_tail_3_1, few_weighted_tail_4_1}};
 
 /* ---------- the item ---------- */
 
@@ -491,16 +588,9 @@ static void few_heads_block(const attention_item *it, const float *ql, const flo
     size_t es = dtype_size(kv->dtype);
     const char *lat = (const char *)kv->latent + (size_t)t * R * es, *kr = (const char *)kv->krope + (size_t)t * rope * es;
     line_cursor pf = lines_after(kv, t, it->n, blk);
-    int tiles = (nt + 1) / 2, per_tile = (pf.total * 3 / 5 + tiles - 1) / tiles;
-    for (int u = 0; u < nt;) {
-        int step = nt - u < 2 ? nt - u : 2;
-        for (int i = 0; i < per_tile; i++) prefetch_line(&pf, pf.next + i);
-        pf.next += per_tile;
-        few_score_table[bf16][step - 1][nh - 1](ql, qr, lat + (size_t)u * R * es, kr + (size_t)u * rope * es, R, rope,
-                                                kv->scale, s + u);
-        u += step;
-    }
-    attn_softmax_block(s, nh, nt, it->m, it->l, alpha);
+    int pairs = (nt + 1) / 2, per_pair = (pf.total * 3 / 5 + pairs - 1) / pairs;
+    few_scores_table[bf16][nh - 1](ql, qr, lat, kr, R, rope, kv->scale, nt, &pf, per_pair, s);
+    few_softmax(s, nh, nt, it->m, it->l, alpha);
     int Rw = R / 16 * 16, chunks = 0, rest = pf.total - pf.next;
     for (int c0 = 0; c0 < Rw; c0 += 8 * few_chunk_units((Rw - c0) / 8)) chunks++;
     int lg = 0; /* a line per 2^lg rows of each chunk: chunks * ceil(nt / 2^lg) >= rest lines */
@@ -511,7 +601,7 @@ static void few_heads_block(const attention_item *it, const float *ql, const flo
         few_weighted_table[bf16][nh - 1][nu - 2][(c0 / 8) & 1](it->acc, R, alpha, s, lat, nt, c0, pp, lg);
         c0 += 8 * nu;
     }
-    if (Rw < R) weighted_table[bf16][nh - 1][1](it->acc, R, alpha, s, lat, nt, Rw);
+    if (Rw < R) few_weighted_tail[bf16][nh - 1](it->acc, R, alpha, s, lat, nt, Rw);
 }
 
 _Static_assert(ATTN_GROUP_HEADS <= ATTN_BLOCK, "the conversion buffer holds the group's reordered queries");
