@@ -113,9 +113,11 @@ INLINE void prefetch_line(const line_cursor *c, int i)
     __builtin_prefetch(i < c->nl ? c->lat + (size_t)i * 64 : c->kr + (size_t)(i - c->nl) * 64, 0, 1);
 }
 
-/* acc[h * NT + t] += q[h] . x[t] over len values: 16 at a time, then the tail (queries masked). */
-INLINE void dot_segment(int NH, int NT, int BF16, int PIN, const float *q, int qstride, const void *x, int xstride,
-                        int len, __m256 *acc)
+/* acc[h * NT + t] += q[h] . x[t] over len values: 16 at a time, then the tail (queries masked); WHOLE
+ * promises len is a multiple of 16 (no tail code, whose masks otherwise crowd the registers around
+ * the loop and spill accumulators between segments). */
+INLINE void dot_segment(int NH, int NT, int BF16, int PIN, int WHOLE, const float *q, int qstride, const void *x,
+                        int xstride, int len, __m256 *acc)
 {
     int k = 0;
     __m256 lo[4], hi[4];
@@ -136,7 +138,7 @@ INLINE void dot_segment(int NH, int NT, int BF16, int PIN, const float *q, int q
                 for (int t = 0; t < NT; t++) acc[h * NT + t] = _mm256_fmadd_ps(qv, xv[t], acc[h * NT + t]);
             }
         }
-    if (k == len) return;
+    if (WHOLE || k == len) return;
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) load_tail(BF16, row_at(BF16, x, t, xstride), k, len - k, &lo[t], &hi[t]);
 #pragma GCC unroll 4
@@ -158,8 +160,8 @@ INLINE void score_tile(int NH, int NT, int BF16, int PIN, const float *ql, const
     float out[16];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; i++) acc[i] = _mm256_setzero_ps();
-    dot_segment(NH, NT, BF16, PIN, ql, R, lat, R, R, acc);
-    dot_segment(NH, NT, BF16, PIN, qr, rope, kr, rope, rope, acc);
+    dot_segment(NH, NT, BF16, PIN, 0, ql, R, lat, R, R, acc);
+    dot_segment(NH, NT, BF16, PIN, 0, qr, rope, kr, rope, rope, acc);
     __m256 sc = _mm256_set1_ps(scale);
     _mm256_storeu_ps(out, _mm256_mul_ps(sum8(acc), sc));
     if (NH * NT > 8) _mm_storeu_ps(out + 8, _mm_mul_ps(sum4(acc + 8), _mm256_castps256_ps128(sc)));
@@ -424,14 +426,14 @@ static int few_chunk_units(int left) { return left >= 5 || left == 3 ? 3 : 2; }
 
 /* Scores of NT (1 or 2) positions for all NH heads into s[t * 4 + h]: the accumulators enter the
  * reduction in that order, zeros standing in for absent heads. */
-INLINE void few_score_positions(int NH, int NT, int BF16, const float *ql, const float *qr, const void *lat,
+INLINE void few_score_positions(int NH, int NT, int BF16, int WHOLE, const float *ql, const float *qr, const void *lat,
                                 const void *kr, int R, int rope, __m256 sc, float *s)
 {
     __m256 acc[8], r[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
-    dot_segment(NH, NT, BF16, 1, ql, R, lat, R, R, acc);
-    dot_segment(NH, NT, BF16, 1, qr, rope, kr, rope, rope, acc);
+    dot_segment(NH, NT, BF16, 1, WHOLE, ql, R, lat, R, R, acc);
+    dot_segment(NH, NT, BF16, 1, WHOLE, qr, rope, kr, rope, rope, acc);
 #pragma GCC unroll 2
     for (int t = 0; t < NT; t++)
 #pragma GCC unroll 4
@@ -445,7 +447,7 @@ INLINE void few_score_positions(int NH, int NT, int BF16, const float *ql, const
 /* The score pass of a block: pairs of positions in one loop (one call per block, the accumulators
  * live across the latent and rope segments), with `per_pair` lines of the next block prefetched
  * before each pair. */
-INLINE void few_scores(int NH, int BF16, const float *ql, const float *qr, const void *lat, const void *kr, int R,
+INLINE void few_scores(int NH, int BF16, int WHOLE, const float *ql, const float *qr, const void *lat, const void *kr, int R,
                        int rope, float scale, int nt, line_cursor *pf, int per_pair, float *s)
 {
     size_t es = BF16 ? 2 : 4;
@@ -454,27 +456,32 @@ INLINE void few_scores(int NH, int BF16, const float *ql, const float *qr, const
     for (; u + 2 <= nt; u += 2) {
         for (int i = 0; i < per_pair; i++) prefetch_line(pf, pf->next + i);
         pf->next += per_pair;
-        few_score_positions(NH, 2, BF16, ql, qr, (const char *)lat + (size_t)u * R * es,
+        few_score_positions(NH, 2, BF16, WHOLE, ql, qr, (const char *)lat + (size_t)u * R * es,
                             (const char *)kr + (size_t)u * rope * es, R, rope, sc, s + u * 4);
     }
     if (u < nt)
-        few_score_positions(NH, 1, BF16, ql, qr, (const char *)lat + (size_t)u * R * es,
+        few_score_positions(NH, 1, BF16, WHOLE, ql, qr, (const char *)lat + (size_t)u * R * es,
                             (const char *)kr + (size_t)u * rope * es, R, rope, sc, s + u * 4);
 }
 
 typedef void (*few_scores_fn)(const float *ql, const float *qr, const void *lat, const void *kr, int R, int rope,
                               float scale, int nt, line_cursor *pf, int per_pair, float *s);
-#define FEW_SCORES_VARIANT(nh, bf)                                                                                \
-    static void few_scores_##nh##_##bf(const float *ql, const float *qr, const void *lat, const void *kr, int R,  \
-                                       int rope, float scale, int nt, line_cursor *pf, int per_pair, float *s)    \
+#define FEW_SCORES_VARIANT(nh, bf, whole)                                                                         \
+    static void few_scores_##nh##_##bf##_##whole(const float *ql, const float *qr, const void *lat, const void *kr, \
+                                                 int R, int rope, float scale, int nt, line_cursor *pf,            \
+                                                 int per_pair, float *s)                                            \
     {                                                                                                              \
-        few_scores(nh, bf, ql, qr, lat, kr, R, rope, scale, nt, pf, per_pair, s);                                  \
+        few_scores(nh, bf, whole, ql, qr, lat, kr, R, rope, scale, nt, pf, per_pair, s);                           \
     }
-FEW_SCORES_VARIANT(1, 0) FEW_SCORES_VARIANT(2, 0) FEW_SCORES_VARIANT(3, 0) FEW_SCORES_VARIANT(4, 0)
-FEW_SCORES_VARIANT(1, 1) FEW_SCORES_VARIANT(2, 1) FEW_SCORES_VARIANT(3, 1) FEW_SCORES_VARIANT(4, 1)
-/* [bf16][heads - 1] */
-static const few_scores_fn few_scores_table[2][4] = {{few_scores_1_0, few_scores_2_0, few_scores_3_0, few_scores_4_0},
-                                                     {few_scores_1_1, few_scores_2_1, few_scores_3_1, few_scores_4_1}};
+#define FEW_SCORES_HEADS(bf, whole)                                                                               \
+    FEW_SCORES_VARIANT(1, bf, whole) FEW_SCORES_VARIANT(2, bf, whole) FEW_SCORES_VARIANT(3, bf, whole)            \
+    FEW_SCORES_VARIANT(4, bf, whole)
+FEW_SCORES_HEADS(0, 0) FEW_SCORES_HEADS(0, 1) FEW_SCORES_HEADS(1, 0) FEW_SCORES_HEADS(1, 1)
+#define FEW_SCORES_ROW(bf, whole) \
+    {few_scores_1_##bf##_##whole, few_scores_2_##bf##_##whole, few_scores_3_##bf##_##whole, few_scores_4_##bf##_##whole}
+/* [bf16][R and rope multiples of 16][heads - 1] */
+static const few_scores_fn few_scores_table[2][2][4] = {{FEW_SCORES_ROW(0, 0), FEW_SCORES_ROW(0, 1)},
+                                                        {FEW_SCORES_ROW(1, 0), FEW_SCORES_ROW(1, 1)}};
 
 /* The softmax of a block of position-major scores (see above); a lone last position fills half a
  * vector, whose upper lanes are zeros and never stored or summed. */
@@ -589,7 +596,7 @@ static void few_heads_block(const attention_item *it, const float *ql, const flo
     const char *lat = (const char *)kv->latent + (size_t)t * R * es, *kr = (const char *)kv->krope + (size_t)t * rope * es;
     line_cursor pf = lines_after(kv, t, it->n, blk);
     int pairs = (nt + 1) / 2, per_pair = (pf.total * 3 / 5 + pairs - 1) / pairs;
-    few_scores_table[bf16][nh - 1](ql, qr, lat, kr, R, rope, kv->scale, nt, &pf, per_pair, s);
+    few_scores_table[bf16][R % 16 == 0 && rope % 16 == 0][nh - 1](ql, qr, lat, kr, R, rope, kv->scale, nt, &pf, per_pair, s);
     few_softmax(s, nh, nt, it->m, it->l, alpha);
     int Rw = R / 16 * 16, chunks = 0, rest = pf.total - pf.next;
     for (int c0 = 0; c0 < Rw; c0 += 8 * few_chunk_units((Rw - c0) / 8)) chunks++;
