@@ -113,6 +113,30 @@ INLINE void prefetch_line(const line_cursor *c, int i)
     __builtin_prefetch(i < c->nl ? c->lat + (size_t)i * 64 : c->kr + (size_t)(i - c->nl) * 64, 0, 1);
 }
 
+/* Up to `want` lines from the cursor's next, all in one region (latent rows or rope keys), so that
+ * a weighted tile walks them by a plain pointer (a line number's region test and address in the
+ * FMA loop cost as much as the row's loads); the cursor moves past them. */
+static int line_run(line_cursor *c, int want, const char **run)
+{
+    int i = c->next, end = i < c->nl ? c->nl : c->total, n = end - i < want ? end - i : want;
+    if (n <= 0) return 0;
+    *run = i < c->nl ? c->lat + (size_t)i * 64 : c->kr + (size_t)(i - c->nl) * 64;
+    c->next += n;
+    return n;
+}
+
+/* The cursor's next n lines (as far as they exist), each region's by a plain pointer. */
+INLINE void prefetch_lines(line_cursor *c, int n)
+{
+    while (n > 0) {
+        const char *run = NULL;
+        int got = line_run(c, n, &run);
+        if (got == 0) return;
+        for (int i = 0; i < got; i++) __builtin_prefetch(run + (size_t)i * 64, 0, 1);
+        n -= got;
+    }
+}
+
 /* acc[h * NT + t] += q[h] . x[t] over len values: 16 at a time, then the tail (queries masked); WHOLE
  * promises len is a multiple of 16 (no tail code, whose masks otherwise crowd the registers around
  * the loop and spill accumulators between segments). */
@@ -367,7 +391,7 @@ INLINE __m256 load_unit(int BF16, int P, const void *row, int c0, int j)
  * times the two FMA pipes is 8 chains: 4 x 16 columns would have no slack); with a line of the next
  * block prefetched every `gap` rows. */
 INLINE void few_weighted_tile(int NH, int NU, int P, int BF16, float *acc, int R, const float *alpha, const float *s,
-                              const void *lat, int nt, int c0, const line_cursor *pf, int lg)
+                              const void *lat, int nt, int c0, const char *pf, int npf, int lg)
 {
     __m256 a[4][3];
 #pragma GCC unroll 4
@@ -378,7 +402,11 @@ INLINE void few_weighted_tile(int NH, int NU, int P, int BF16, float *acc, int R
     }
     for (int t = 0; t < nt; t++) {
         __m256 x[3];
-        if (pf && !(t & ((1 << lg) - 1))) prefetch_line(pf, pf->next + (t >> lg));
+        if (npf > 0 && !(t & ((1 << lg) - 1))) {
+            __builtin_prefetch(pf, 0, 1);
+            pf += 64;
+            npf--;
+        }
 #pragma GCC unroll 3
         for (int j = 0; j < NU; j++) x[j] = load_unit(BF16, P, row_at(BF16, lat, t, R), c0, j);
 #pragma GCC unroll 4
@@ -396,10 +424,10 @@ INLINE void few_weighted_tile(int NH, int NU, int P, int BF16, float *acc, int R
 
 #define FEW_WEIGHTED_VARIANT(nh, nu, par, bf)                                                                     \
     static void few_weighted_##nh##_##nu##_##par##_##bf(float *acc, int R, const float *alpha, const float *s,     \
-                                                        const void *lat, int nt, int c0, const line_cursor *pf,    \
+                                                        const void *lat, int nt, int c0, const char *pf, int npf, \
                                                         int lg)                                                    \
     {                                                                                                              \
-        few_weighted_tile(nh, nu, par, bf, acc, R, alpha, s, lat, nt, c0, pf, lg);                                \
+        few_weighted_tile(nh, nu, par, bf, acc, R, alpha, s, lat, nt, c0, pf, npf, lg);                           \
     }
 #define FEW_WEIGHTED_SHAPES(nh, bf)                                                                               \
     FEW_WEIGHTED_VARIANT(nh, 2, 0, bf) FEW_WEIGHTED_VARIANT(nh, 2, 1, bf) FEW_WEIGHTED_VARIANT(nh, 3, 0, bf)      \
@@ -411,7 +439,7 @@ FEW_WEIGHTED_SHAPES(1, 1) FEW_WEIGHTED_SHAPES(2, 1) FEW_WEIGHTED_SHAPES(3, 1) FE
 #define FEW_WEIGHTED_DTYPE(bf) \
     {FEW_WEIGHTED_HEADS(1, bf), FEW_WEIGHTED_HEADS(2, bf), FEW_WEIGHTED_HEADS(3, bf), FEW_WEIGHTED_HEADS(4, bf)}
 typedef void (*few_weighted_fn)(float *acc, int R, const float *alpha, const float *s, const void *lat, int nt, int c0,
-                                const line_cursor *pf, int lg);
+                                const char *pf, int npf, int lg);
 /* [bf16][heads - 1][units - 2][parity of c0 / 8] */
 static const few_weighted_fn few_weighted_table[2][4][2][2] = {FEW_WEIGHTED_DTYPE(0), FEW_WEIGHTED_DTYPE(1)};
 
@@ -454,8 +482,7 @@ INLINE void few_scores(int NH, int BF16, int WHOLE, const float *ql, const float
     __m256 sc = _mm256_set1_ps(scale);
     int u = 0;
     for (; u + 2 <= nt; u += 2) {
-        for (int i = 0; i < per_pair; i++) prefetch_line(pf, pf->next + i);
-        pf->next += per_pair;
+        prefetch_lines(pf, per_pair);
         few_score_positions(NH, 2, BF16, WHOLE, ql, qr, (const char *)lat + (size_t)u * R * es,
                             (const char *)kr + (size_t)u * rope * es, R, rope, sc, s + u * 4);
     }
@@ -602,10 +629,10 @@ static void few_heads_block(const attention_item *it, const float *ql, const flo
     for (int c0 = 0; c0 < Rw; c0 += 8 * few_chunk_units((Rw - c0) / 8)) chunks++;
     int lg = 0; /* a line per 2^lg rows of each chunk: chunks * ceil(nt / 2^lg) >= rest lines */
     while (rest > 0 && (2 << lg) * rest <= chunks * nt) lg++;
-    const line_cursor *pp = rest > 0 ? &pf : NULL;
-    for (int c0 = 0; c0 < Rw; pf.next += (nt + (1 << lg) - 1) >> lg) {
-        int nu = few_chunk_units((Rw - c0) / 8);
-        few_weighted_table[bf16][nh - 1][nu - 2][(c0 / 8) & 1](it->acc, R, alpha, s, lat, nt, c0, pp, lg);
+    for (int c0 = 0; c0 < Rw;) {
+        const char *run = NULL;
+        int nu = few_chunk_units((Rw - c0) / 8), npf = line_run(&pf, (nt + (1 << lg) - 1) >> lg, &run);
+        few_weighted_table[bf16][nh - 1][nu - 2][(c0 / 8) & 1](it->acc, R, alpha, s, lat, nt, c0, run, npf, lg);
         c0 += 8 * nu;
     }
     if (Rw < R) few_weighted_tail[bf16][nh - 1](it->acc, R, alpha, s, lat, nt, Rw);
