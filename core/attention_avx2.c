@@ -11,9 +11,11 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
-/* Lanes [0, n) set (n clipped to 8), for maskload/maskstore: a window into -1 x 8, 0 x 8. */
+/* Lanes [0, n) set (n clipped to [0, 8]), for maskload/maskstore: a window into -1 x 8, 0 x 8. The
+ * upper half of a tail of fewer than 8 values asks for a negative count: unclipped, its window
+ * would start past the array. */
 static const int32_t lane_window[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-INLINE __m256i lanes(int n) { return _mm256_loadu_si256((const __m256i *)(lane_window + 8 - (n < 8 ? n : 8))); }
+INLINE __m256i lanes(int n) { return _mm256_loadu_si256((const __m256i *)(lane_window + 8 - (n < 0 ? 0 : n < 8 ? n : 8))); }
 
 /* Within each 128-bit half, lane i of the result is the half-sum of a[i] (4 vectors in, 4 sums per
  * half out): unpack pairs, then quads, each level one add (no hadd: 3 uops each). */
