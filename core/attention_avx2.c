@@ -11,9 +11,11 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
-/* Lanes [0, n) set (n clipped to 8), for maskload/maskstore: a window into -1 x 8, 0 x 8. */
+/* Lanes [0, n) set (n clipped to [0, 8]), for maskload/maskstore: a window into -1 x 8, 0 x 8. The
+ * upper half of a tail of fewer than 8 values asks for a negative count: unclipped, its window
+ * would start past the array. */
 static const int32_t lane_window[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-INLINE __m256i lanes(int n) { return _mm256_loadu_si256((const __m256i *)(lane_window + 8 - (n < 8 ? n : 8))); }
+INLINE __m256i lanes(int n) { return _mm256_loadu_si256((const __m256i *)(lane_window + 8 - (n < 0 ? 0 : n < 8 ? n : 8))); }
 
 /* Within each 128-bit half, lane i of the result is the half-sum of a[i] (4 vectors in, 4 sums per
  * half out): unpack pairs, then quads, each level one add (no hadd: 3 uops each). */
@@ -113,9 +115,35 @@ INLINE void prefetch_line(const line_cursor *c, int i)
     __builtin_prefetch(i < c->nl ? c->lat + (size_t)i * 64 : c->kr + (size_t)(i - c->nl) * 64, 0, 1);
 }
 
-/* acc[h * NT + t] += q[h] . x[t] over len values: 16 at a time, then the tail (queries masked). */
-INLINE void dot_segment(int NH, int NT, int BF16, int PIN, const float *q, int qstride, const void *x, int xstride,
-                        int len, __m256 *acc)
+/* Up to `want` lines from the cursor's next, all in one region (latent rows or rope keys), so that
+ * a weighted tile walks them by a plain pointer (a line number's region test and address in the
+ * FMA loop cost as much as the row's loads); the cursor moves past them. */
+static int line_run(line_cursor *c, int want, const char **run)
+{
+    int i = c->next, end = i < c->nl ? c->nl : c->total, n = end - i < want ? end - i : want;
+    if (n <= 0) return 0;
+    *run = i < c->nl ? c->lat + (size_t)i * 64 : c->kr + (size_t)(i - c->nl) * 64;
+    c->next += n;
+    return n;
+}
+
+/* The cursor's next n lines (as far as they exist), each region's by a plain pointer. */
+INLINE void prefetch_lines(line_cursor *c, int n)
+{
+    while (n > 0) {
+        const char *run = NULL;
+        int got = line_run(c, n, &run);
+        if (got == 0) return;
+        for (int i = 0; i < got; i++) __builtin_prefetch(run + (size_t)i * 64, 0, 1);
+        n -= got;
+    }
+}
+
+/* acc[h * NT + t] += q[h] . x[t] over len values: 16 at a time, then the tail (queries masked); WHOLE
+ * promises len is a multiple of 16 (no tail code, whose masks otherwise crowd the registers around
+ * the loop and spill accumulators between segments). */
+INLINE void dot_segment(int NH, int NT, int BF16, int PIN, int WHOLE, const float *q, int qstride, const void *x,
+                        int xstride, int len, __m256 *acc)
 {
     int k = 0;
     __m256 lo[4], hi[4];
@@ -136,7 +164,7 @@ INLINE void dot_segment(int NH, int NT, int BF16, int PIN, const float *q, int q
                 for (int t = 0; t < NT; t++) acc[h * NT + t] = _mm256_fmadd_ps(qv, xv[t], acc[h * NT + t]);
             }
         }
-    if (k == len) return;
+    if (WHOLE || k == len) return;
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) load_tail(BF16, row_at(BF16, x, t, xstride), k, len - k, &lo[t], &hi[t]);
 #pragma GCC unroll 4
@@ -158,8 +186,8 @@ INLINE void score_tile(int NH, int NT, int BF16, int PIN, const float *ql, const
     float out[16];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; i++) acc[i] = _mm256_setzero_ps();
-    dot_segment(NH, NT, BF16, PIN, ql, R, lat, R, R, acc);
-    dot_segment(NH, NT, BF16, PIN, qr, rope, kr, rope, rope, acc);
+    dot_segment(NH, NT, BF16, PIN, 0, ql, R, lat, R, R, acc);
+    dot_segment(NH, NT, BF16, PIN, 0, qr, rope, kr, rope, rope, acc);
     __m256 sc = _mm256_set1_ps(scale);
     _mm256_storeu_ps(out, _mm256_mul_ps(sum8(acc), sc));
     if (NH * NT > 8) _mm_storeu_ps(out + 8, _mm_mul_ps(sum4(acc + 8), _mm256_castps256_ps128(sc)));
@@ -178,10 +206,6 @@ typedef void (*score_fn)(const float *ql, const float *qr, const void *lat, cons
 #define WIDE_SCORE(nh, nt, bf) SCORE_VARIANT(nh, nt, bf, 0, score_##nh##_##nt##_##bf)
 WIDE_SCORE(1, 1, 0) WIDE_SCORE(2, 1, 0) WIDE_SCORE(3, 1, 0) WIDE_SCORE(1, 4, 0) WIDE_SCORE(2, 4, 0) WIDE_SCORE(3, 4, 0)
 WIDE_SCORE(1, 1, 1) WIDE_SCORE(2, 1, 1) WIDE_SCORE(1, 4, 1) WIDE_SCORE(2, 4, 1)
-#define FEW_SCORE(nh, nt) SCORE_VARIANT(nh, nt, 0, 1, few_score_##nh##_##nt##_0) SCORE_VARIANT(nh, nt, 1, 1, few_score_##nh##_##nt##_1)
-FEW_SCORE(1, 1) FEW_SCORE(2, 1) FEW_SCORE(3, 1) FEW_SCORE(4, 1) FEW_SCORE(1, 2) FEW_SCORE(2, 2) FEW_SCORE(3, 2)
-FEW_SCORE(4, 2) FEW_SCORE(1, 3) FEW_SCORE(2, 3) FEW_SCORE(3, 3) FEW_SCORE(4, 3)
-
 /* A tile shape: nh heads x nt positions, and its variants [whole: nt positions, else 1][heads - 1]. */
 typedef struct { int nh, nt; score_fn tile[2][4]; } score_shape;
 /* Groups of more than 4 heads, whose queries outgrow L1 and stream from L2: 4 positions per tile, so
@@ -191,11 +215,6 @@ typedef struct { int nh, nt; score_fn tile[2][4]; } score_shape;
 static const score_shape score_wide[2] = {
     {3, 4, {{score_1_1_0, score_2_1_0, score_3_1_0, NULL}, {score_1_4_0, score_2_4_0, score_3_4_0, NULL}}},
     {2, 4, {{score_1_1_1, score_2_1_1, NULL, NULL}, {score_1_4_1, score_2_4_1, NULL, NULL}}}};
-/* Items of four heads or fewer: all heads x 1, 2 or 3 positions. [bf16][positions - 1][heads - 1] */
-#define FEW_SCORE_ROW(nt, bf) {few_score_1_##nt##_##bf, few_score_2_##nt##_##bf, few_score_3_##nt##_##bf, few_score_4_##nt##_##bf}
-#define FEW_SCORE_DTYPE(bf) {FEW_SCORE_ROW(1, bf), FEW_SCORE_ROW(2, bf), FEW_SCORE_ROW(3, bf)}
-static const score_fn few_score_table[2][3][4] = {FEW_SCORE_DTYPE(0), FEW_SCORE_DTYPE(1)};
-
 static void attn_scores(int bf16, const float *ql, const float *qr, int nh, const void *lat, const void *kr, int nt,
                         int R, int rope, float scale, float *s, const attention_ahead *ahead)
 {
@@ -298,8 +317,8 @@ static void attn_softmax_block(float *s, int nh, int nt, float *m, float *l, flo
 /* acc[h][c0 .. c0 + 16) = acc * alpha[h] + sum_t s[h][t] lat[t][c0 .. c0 + 16), the columns in
  * load16's order; with TAIL the last R - c0 < 16 columns in order (masked loads and stores, which
  * are slow on some cores, only there). */
-INLINE void weighted_tile(int NH, int BF16, int TAIL, float *acc, int R, const float *alpha, const float *s,
-                          const void *lat, int nt, int c0)
+INLINE void weighted_tile(int NH, int BF16, int TAIL, int HS, int TS, float *acc, int R, const float *alpha,
+                          const float *s, const void *lat, int nt, int c0)
 {
     __m256 a[6][2];
     __m256i m0 = lanes(R - c0), m1 = lanes(R - c0 - 8);
@@ -318,7 +337,7 @@ INLINE void weighted_tile(int NH, int BF16, int TAIL, float *acc, int R, const f
             load16(BF16, row_at(BF16, lat, t, R), c0, &lo, &hi);
 #pragma GCC unroll 6
         for (int h = 0; h < NH; h++) {
-            __m256 p = _mm256_broadcast_ss(s + h * ATTN_BLOCK + t);
+            __m256 p = _mm256_broadcast_ss(s + h * HS + t * TS);
             a[h][0] = _mm256_fmadd_ps(p, lo, a[h][0]);
             a[h][1] = _mm256_fmadd_ps(p, hi, a[h][1]);
         }
@@ -341,7 +360,7 @@ typedef void (*weighted_fn)(float *acc, int R, const float *alpha, const float *
     static void weighted_##nh##_##bf##_##tail(float *acc, int R, const float *alpha, const float *s,               \
                                               const void *lat, int nt, int c0)                                      \
     {                                                                                                              \
-        weighted_tile(nh, bf, tail, acc, R, alpha, s, lat, nt, c0);                                                \
+        weighted_tile(nh, bf, tail, ATTN_BLOCK, 1, acc, R, alpha, s, lat, nt, c0);                                 \
     }
 #define WEIGHTED_HEADS(nh) WEIGHTED_VARIANT(nh, 0, 0) WEIGHTED_VARIANT(nh, 0, 1) WEIGHTED_VARIANT(nh, 1, 0) WEIGHTED_VARIANT(nh, 1, 1)
 WEIGHTED_HEADS(1) WEIGHTED_HEADS(2) WEIGHTED_HEADS(3) WEIGHTED_HEADS(4) WEIGHTED_HEADS(5) WEIGHTED_HEADS(6)
@@ -374,7 +393,7 @@ INLINE __m256 load_unit(int BF16, int P, const void *row, int c0, int j)
  * times the two FMA pipes is 8 chains: 4 x 16 columns would have no slack); with a line of the next
  * block prefetched every `gap` rows. */
 INLINE void few_weighted_tile(int NH, int NU, int P, int BF16, float *acc, int R, const float *alpha, const float *s,
-                              const void *lat, int nt, int c0, const line_cursor *pf, int lg)
+                              const void *lat, int nt, int c0, const char *pf, int npf, int lg)
 {
     __m256 a[4][3];
 #pragma GCC unroll 4
@@ -385,12 +404,16 @@ INLINE void few_weighted_tile(int NH, int NU, int P, int BF16, float *acc, int R
     }
     for (int t = 0; t < nt; t++) {
         __m256 x[3];
-        if (pf && !(t & ((1 << lg) - 1))) prefetch_line(pf, pf->next + (t >> lg));
+        if (npf > 0 && !(t & ((1 << lg) - 1))) {
+            __builtin_prefetch(pf, 0, 1);
+            pf += 64;
+            npf--;
+        }
 #pragma GCC unroll 3
         for (int j = 0; j < NU; j++) x[j] = load_unit(BF16, P, row_at(BF16, lat, t, R), c0, j);
 #pragma GCC unroll 4
         for (int h = 0; h < NH; h++) {
-            __m256 p = _mm256_broadcast_ss(s + h * ATTN_BLOCK + t);
+            __m256 p = _mm256_broadcast_ss(s + t * 4 + h);
 #pragma GCC unroll 3
             for (int j = 0; j < NU; j++) a[h][j] = _mm256_fmadd_ps(p, x[j], a[h][j]);
         }
@@ -403,10 +426,10 @@ INLINE void few_weighted_tile(int NH, int NU, int P, int BF16, float *acc, int R
 
 #define FEW_WEIGHTED_VARIANT(nh, nu, par, bf)                                                                     \
     static void few_weighted_##nh##_##nu##_##par##_##bf(float *acc, int R, const float *alpha, const float *s,     \
-                                                        const void *lat, int nt, int c0, const line_cursor *pf,    \
+                                                        const void *lat, int nt, int c0, const char *pf, int npf, \
                                                         int lg)                                                    \
     {                                                                                                              \
-        few_weighted_tile(nh, nu, par, bf, acc, R, alpha, s, lat, nt, c0, pf, lg);                                \
+        few_weighted_tile(nh, nu, par, bf, acc, R, alpha, s, lat, nt, c0, pf, npf, lg);                           \
     }
 #define FEW_WEIGHTED_SHAPES(nh, bf)                                                                               \
     FEW_WEIGHTED_VARIANT(nh, 2, 0, bf) FEW_WEIGHTED_VARIANT(nh, 2, 1, bf) FEW_WEIGHTED_VARIANT(nh, 3, 0, bf)      \
@@ -418,13 +441,123 @@ FEW_WEIGHTED_SHAPES(1, 1) FEW_WEIGHTED_SHAPES(2, 1) FEW_WEIGHTED_SHAPES(3, 1) FE
 #define FEW_WEIGHTED_DTYPE(bf) \
     {FEW_WEIGHTED_HEADS(1, bf), FEW_WEIGHTED_HEADS(2, bf), FEW_WEIGHTED_HEADS(3, bf), FEW_WEIGHTED_HEADS(4, bf)}
 typedef void (*few_weighted_fn)(float *acc, int R, const float *alpha, const float *s, const void *lat, int nt, int c0,
-                                const line_cursor *pf, int lg);
+                                const char *pf, int npf, int lg);
 /* [bf16][heads - 1][units - 2][parity of c0 / 8] */
 static const few_weighted_fn few_weighted_table[2][4][2][2] = {FEW_WEIGHTED_DTYPE(0), FEW_WEIGHTED_DTYPE(1)};
 
 /* Units of 8 columns of the next few-heads chunk when `left` units (an even count to start with)
  * remain: 3 while that leaves at least 2, so no unit is left alone. */
 static int few_chunk_units(int left) { return left >= 5 || left == 3 ? 3 : 2; }
+
+/* Items of four heads or fewer keep a block's scores position-major, s[t * 4 + h] (lanes past the
+ * item's heads hold zeros): a pair of positions' scores is one vector, so the score pass stores
+ * them with one store, and the softmax's maxima and sums run down the positions with the heads as
+ * lanes (vertical operations, every exp lane a score, no transpose tree). */
+
+/* Scores of NT (1 or 2) positions for all NH heads into s[t * 4 + h]: the accumulators enter the
+ * reduction in that order, zeros standing in for absent heads. */
+INLINE void few_score_positions(int NH, int NT, int BF16, int WHOLE, const float *ql, const float *qr, const void *lat,
+                                const void *kr, int R, int rope, __m256 sc, float *s)
+{
+    __m256 acc[8], r[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
+    dot_segment(NH, NT, BF16, 1, WHOLE, ql, R, lat, R, R, acc);
+    dot_segment(NH, NT, BF16, 1, WHOLE, qr, rope, kr, rope, rope, acc);
+#pragma GCC unroll 2
+    for (int t = 0; t < NT; t++)
+#pragma GCC unroll 4
+        for (int h = 0; h < 4; h++) r[t * 4 + h] = h < NH ? acc[h * NT + t] : _mm256_setzero_ps();
+    if (NT == 2)
+        _mm256_storeu_ps(s, _mm256_mul_ps(sum8(r), sc));
+    else
+        _mm_storeu_ps(s, _mm_mul_ps(sum4(r), _mm256_castps256_ps128(sc)));
+}
+
+/* The score pass of a block: pairs of positions in one loop (one call per block, the accumulators
+ * live across the latent and rope segments), with `per_pair` lines of the next block prefetched
+ * before each pair. */
+INLINE void few_scores(int NH, int BF16, int WHOLE, const float *ql, const float *qr, const void *lat, const void *kr, int R,
+                       int rope, float scale, int nt, line_cursor *pf, int per_pair, float *s)
+{
+    size_t es = BF16 ? 2 : 4;
+    __m256 sc = _mm256_set1_ps(scale);
+    int u = 0;
+    for (; u + 2 <= nt; u += 2) {
+        prefetch_lines(pf, per_pair);
+        few_score_positions(NH, 2, BF16, WHOLE, ql, qr, (const char *)lat + (size_t)u * R * es,
+                            (const char *)kr + (size_t)u * rope * es, R, rope, sc, s + u * 4);
+    }
+    if (u < nt)
+        few_score_positions(NH, 1, BF16, WHOLE, ql, qr, (const char *)lat + (size_t)u * R * es,
+                            (const char *)kr + (size_t)u * rope * es, R, rope, sc, s + u * 4);
+}
+
+typedef void (*few_scores_fn)(const float *ql, const float *qr, const void *lat, const void *kr, int R, int rope,
+                              float scale, int nt, line_cursor *pf, int per_pair, float *s);
+#define FEW_SCORES_VARIANT(nh, bf, whole)                                                                         \
+    static void few_scores_##nh##_##bf##_##whole(const float *ql, const float *qr, const void *lat, const void *kr, \
+                                                 int R, int rope, float scale, int nt, line_cursor *pf,            \
+                                                 int per_pair, float *s)                                            \
+    {                                                                                                              \
+        few_scores(nh, bf, whole, ql, qr, lat, kr, R, rope, scale, nt, pf, per_pair, s);                           \
+    }
+#define FEW_SCORES_HEADS(bf, whole)                                                                               \
+    FEW_SCORES_VARIANT(1, bf, whole) FEW_SCORES_VARIANT(2, bf, whole) FEW_SCORES_VARIANT(3, bf, whole)            \
+    FEW_SCORES_VARIANT(4, bf, whole)
+FEW_SCORES_HEADS(0, 0) FEW_SCORES_HEADS(0, 1) FEW_SCORES_HEADS(1, 0) FEW_SCORES_HEADS(1, 1)
+#define FEW_SCORES_ROW(bf, whole) \
+    {few_scores_1_##bf##_##whole, few_scores_2_##bf##_##whole, few_scores_3_##bf##_##whole, few_scores_4_##bf##_##whole}
+/* [bf16][R and rope multiples of 16][heads - 1] */
+static const few_scores_fn few_scores_table[2][2][4] = {{FEW_SCORES_ROW(0, 0), FEW_SCORES_ROW(0, 1)},
+                                                        {FEW_SCORES_ROW(1, 0), FEW_SCORES_ROW(1, 1)}};
+
+/* The softmax of a block of position-major scores (see above); a lone last position fills half a
+ * vector, whose upper lanes are zeros and never stored or summed. */
+static void few_softmax(float *s, int nh, int nt, float *m, float *l, float *alpha)
+{
+    float mo[4] = {0}, lo[4] = {0}, ao[4];
+    memcpy(mo, m, (size_t)nh * sizeof(float));
+    memcpy(lo, l, (size_t)nh * sizeof(float));
+    __m256 mx = _mm256_set1_ps(-INFINITY), sum = _mm256_setzero_ps();
+    int t = 0;
+    for (; t + 2 <= nt; t += 2) mx = _mm256_max_ps(mx, _mm256_loadu_ps(s + 4 * t));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    if (t < nt) m4 = _mm_max_ps(m4, _mm_loadu_ps(s + 4 * t));
+    __m128 mold = _mm_loadu_ps(mo), mnew = _mm_max_ps(mold, m4);
+    __m256 mv = _mm256_set_m128(mnew, mnew);
+    for (t = 0; t + 2 <= nt; t += 2) {
+        __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(s + 4 * t), mv));
+        _mm256_storeu_ps(s + 4 * t, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    __m128 l4 = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
+    if (t < nt) {
+        __m128 e = _mm256_castps256_ps128(exp_ps(_mm256_zextps128_ps256(_mm_sub_ps(_mm_loadu_ps(s + 4 * t), mnew))));
+        _mm_storeu_ps(s + 4 * t, e);
+        l4 = _mm_add_ps(l4, e);
+    }
+    __m128 a = _mm256_castps256_ps128(exp_ps(_mm256_zextps128_ps256(_mm_sub_ps(mold, mnew))));
+    _mm_storeu_ps(mo, mnew);
+    _mm_storeu_ps(lo, _mm_fmadd_ps(_mm_loadu_ps(lo), a, l4));
+    _mm_storeu_ps(ao, a);
+    memcpy(m, mo, (size_t)nh * sizeof(float));
+    memcpy(l, lo, (size_t)nh * sizeof(float));
+    memcpy(alpha, ao, (size_t)nh * sizeof(float));
+}
+
+/* The last R % 16 columns of few heads, with position-major scores. [bf16][heads - 1] */
+#define FEW_TAIL_VARIANT(nh, bf)                                                                                  \
+    static void few_weighted_tail_##nh##_##bf(float *acc, int R, const float *alpha, const float *s,               \
+                                              const void *lat, int nt, int c0)                                      \
+    {                                                                                                              \
+        weighted_tile(nh, bf, 1, 1, 4, acc, R, alpha, s, lat, nt, c0);                                             \
+    }
+FEW_TAIL_VARIANT(1, 0) FEW_TAIL_VARIANT(2, 0) FEW_TAIL_VARIANT(3, 0) FEW_TAIL_VARIANT(4, 0)
+FEW_TAIL_VARIANT(1, 1) FEW_TAIL_VARIANT(2, 1) FEW_TAIL_VARIANT(3, 1) FEW_TAIL_VARIANT(4, 1)
+static const weighted_fn few_weighted_tail[2][4] = {
+    {few_weighted_tail_1_0, few_weighted_tail_2_0, few_weighted_tail_3_0, few_weighted_tail_4_0},
+    {few_weighted_tail_1_1, few_weighted_tail_2_1, few_weighted_tail_3_1, few_weighted_tail_4_1}};
 
 /* ---------- the item ---------- */
 
@@ -479,27 +612,20 @@ static void few_heads_block(const attention_item *it, const float *ql, const flo
     size_t es = dtype_size(kv->dtype);
     const char *lat = (const char *)kv->latent + (size_t)t * R * es, *kr = (const char *)kv->krope + (size_t)t * rope * es;
     line_cursor pf = lines_after(kv, t, it->n, blk);
-    int tiles = (nt + 1) / 2, per_tile = (pf.total * 3 / 5 + tiles - 1) / tiles;
-    for (int u = 0; u < nt;) {
-        int step = nt - u < 2 ? nt - u : 2;
-        for (int i = 0; i < per_tile; i++) prefetch_line(&pf, pf.next + i);
-        pf.next += per_tile;
-        few_score_table[bf16][step - 1][nh - 1](ql, qr, lat + (size_t)u * R * es, kr + (size_t)u * rope * es, R, rope,
-                                                kv->scale, s + u);
-        u += step;
-    }
-    attn_softmax_block(s, nh, nt, it->m, it->l, alpha);
+    int pairs = (nt + 1) / 2, per_pair = (pf.total * 3 / 5 + pairs - 1) / pairs;
+    few_scores_table[bf16][R % 16 == 0 && rope % 16 == 0][nh - 1](ql, qr, lat, kr, R, rope, kv->scale, nt, &pf, per_pair, s);
+    few_softmax(s, nh, nt, it->m, it->l, alpha);
     int Rw = R / 16 * 16, chunks = 0, rest = pf.total - pf.next;
     for (int c0 = 0; c0 < Rw; c0 += 8 * few_chunk_units((Rw - c0) / 8)) chunks++;
     int lg = 0; /* a line per 2^lg rows of each chunk: chunks * ceil(nt / 2^lg) >= rest lines */
     while (rest > 0 && (2 << lg) * rest <= chunks * nt) lg++;
-    const line_cursor *pp = rest > 0 ? &pf : NULL;
-    for (int c0 = 0; c0 < Rw; pf.next += (nt + (1 << lg) - 1) >> lg) {
-        int nu = few_chunk_units((Rw - c0) / 8);
-        few_weighted_table[bf16][nh - 1][nu - 2][(c0 / 8) & 1](it->acc, R, alpha, s, lat, nt, c0, pp, lg);
+    for (int c0 = 0; c0 < Rw;) {
+        const char *run = NULL;
+        int nu = few_chunk_units((Rw - c0) / 8), npf = line_run(&pf, (nt + (1 << lg) - 1) >> lg, &run);
+        few_weighted_table[bf16][nh - 1][nu - 2][(c0 / 8) & 1](it->acc, R, alpha, s, lat, nt, c0, run, npf, lg);
         c0 += 8 * nu;
     }
-    if (Rw < R) weighted_table[bf16][nh - 1][1](it->acc, R, alpha, s, lat, nt, Rw);
+    if (Rw < R) few_weighted_tail[bf16][nh - 1](it->acc, R, alpha, s, lat, nt, Rw);
 }
 
 _Static_assert(ATTN_GROUP_HEADS <= ATTN_BLOCK, "the conversion buffer holds the group's reordered queries");
