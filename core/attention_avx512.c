@@ -250,10 +250,11 @@ static void attn_softmax_block(float *s, int nh, int nt, float *m, float *l, flo
     }
 }
 
-/* acc[h][c0 .. c0 + 16 NV) = acc * alpha[h] + sum_t s[h][t] lat[t][...]; columns past R masked. */
-INLINE void weighted_tile(int NH, int NV, float *acc, int R, const float *alpha, const float *s, const float *lat,
-                          int nt, int c0,
-                          const attention_ahead *ahead, int pf_base)
+/* acc[h][c0 .. c0 + 16 NV) = acc * alpha[h] + sum_t s[h][t] lat[t][...]; columns past R masked.
+ * PAIRS: BF16 rows in pair order (R a multiple of 32, NV 2 or 4). With ahead, the rows pf_base on of
+ * the next block are prefetched, one per four positions. */
+INLINE void weighted_tile(int NH, int NV, int PAIRS, float *acc, int R, const float *alpha, const float *s,
+                          const void *lat, int nt, int c0, const attention_ahead *ahead, int pf_base)
 {
     __m512 a[4][4];
     __mmask16 m[4];
@@ -267,8 +268,13 @@ INLINE void weighted_tile(int NH, int NV, float *acc, int R, const float *alpha,
     for (int t = 0; t < nt; t++) {
         __m512 x[4];
         if (ahead && !(t & 3)) attention_prefetch(ahead, pf_base + t / 4, pf_base + t / 4 + 1);
+        if (PAIRS) {
+#pragma GCC unroll 2
+            for (int v = 0; v < NV; v += 2) pair_split((const uint16_t *)lat + (size_t)t * R + c0 + 16 * v, &x[v], &x[v + 1]);
+        } else {
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) x[v] = _mm512_maskz_loadu_ps(m[v], lat + (size_t)t * R + c0 + 16 * v);
+            for (int v = 0; v < NV; v++) x[v] = _mm512_maskz_loadu_ps(m[v], (const float *)lat + (size_t)t * R + c0 + 16 * v);
+        }
 #pragma GCC unroll 4
         for (int h = 0; h < NH; h++) {
             __m512 p = _mm512_set1_ps(s[h * ATTN_BLOCK + t]);
@@ -282,19 +288,27 @@ INLINE void weighted_tile(int NH, int NV, float *acc, int R, const float *alpha,
         for (int v = 0; v < NV; v++) _mm512_mask_storeu_ps(acc + (size_t)h * R + c0 + 16 * v, m[v], a[h][v]);
 }
 
-typedef void (*weighted_fn)(float *acc, int R, const float *alpha, const float *s, const float *lat, int nt, int c0,
+typedef void (*weighted_fn)(float *acc, int R, const float *alpha, const float *s, const void *lat, int nt, int c0,
                             const attention_ahead *ahead, int pf_base);
-#define WEIGHTED_VARIANT(nh, nv)                                                                                  \
-    static void weighted_##nh##_##nv(float *acc, int R, const float *alpha, const float *s, const float *lat, int nt, \
-                                     int c0, const attention_ahead *ahead, int pf_base)                                       \
-    {                                                                                                              \
-        weighted_tile(nh, nv, acc, R, alpha, s, lat, nt, c0, ahead, pf_base);                                               \
+#define WEIGHTED_VARIANT(nh, nv, pairs)                                                                           \
+    static void weighted_##nh##_##nv##_##pairs(float *acc, int R, const float *alpha, const float *s, const void *lat, \
+                                               int nt, int c0, const attention_ahead *ahead, int pf_base)         \
+    {                                                                                                             \
+        weighted_tile(nh, nv, pairs, acc, R, alpha, s, lat, nt, c0, ahead, pf_base);                              \
     }
-#define WEIGHTED_HEADS(nh) WEIGHTED_VARIANT(nh, 1) WEIGHTED_VARIANT(nh, 2) WEIGHTED_VARIANT(nh, 3) WEIGHTED_VARIANT(nh, 4)
+#define WEIGHTED_HEADS(nh)                                                                                        \
+    WEIGHTED_VARIANT(nh, 1, 0) WEIGHTED_VARIANT(nh, 2, 0) WEIGHTED_VARIANT(nh, 3, 0) WEIGHTED_VARIANT(nh, 4, 0)   \
+    WEIGHTED_VARIANT(nh, 2, 1) WEIGHTED_VARIANT(nh, 4, 1)
 WEIGHTED_HEADS(1) WEIGHTED_HEADS(2) WEIGHTED_HEADS(3) WEIGHTED_HEADS(4)
+/* [heads - 1][vectors - 1] of F32 rows; pair order takes 2 or 4 vectors */
 static const weighted_fn weighted_table[4][4] = {
-    {weighted_1_1, weighted_1_2, weighted_1_3, weighted_1_4}, {weighted_2_1, weighted_2_2, weighted_2_3, weighted_2_4},
-    {weighted_3_1, weighted_3_2, weighted_3_3, weighted_3_4}, {weighted_4_1, weighted_4_2, weighted_4_3, weighted_4_4}};
+    {weighted_1_1_0, weighted_1_2_0, weighted_1_3_0, weighted_1_4_0},
+    {weighted_2_1_0, weighted_2_2_0, weighted_2_3_0, weighted_2_4_0},
+    {weighted_3_1_0, weighted_3_2_0, weighted_3_3_0, weighted_3_4_0},
+    {weighted_4_1_0, weighted_4_2_0, weighted_4_3_0, weighted_4_4_0}};
+static const weighted_fn pair_weighted_table[2][4] = {
+    {weighted_1_2_1, weighted_2_2_1, weighted_3_2_1, weighted_4_2_1},
+    {weighted_1_4_1, weighted_2_4_1, weighted_3_4_1, weighted_4_4_1}};
 
 static void attn_weighted(float *acc, int nh, int R, const float *alpha, const float *s, const float *lat, int nt)
 {
@@ -330,48 +344,6 @@ void attention_item_avx512_rows(const attention_item *it);
 #include "core/attention_driver.h"
 
 /* ---------- Items of four heads or fewer ---------- */
-
-/* acc[h][c0 .. c0 + 16 NV) (pair order) = acc * alpha[h] + sum_t s[h][t] lat[t][...], NV 2 or 4. */
-INLINE void pair_weighted_tile(int NH, int NV, float *acc, int R, const float *alpha, const float *s, const uint16_t *lat,
-                               int nt, int c0, const attention_ahead *ahead, int pf_base)
-{
-    __m512 a[4][4];
-#pragma GCC unroll 4
-    for (int h = 0; h < NH; h++)
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++)
-            a[h][v] = _mm512_mul_ps(_mm512_loadu_ps(acc + (size_t)h * R + c0 + 16 * v), _mm512_set1_ps(alpha[h]));
-    for (int t = 0; t < nt; t++) {
-        __m512 x[4];
-        if (ahead && !(t & 3)) attention_prefetch(ahead, pf_base + t / 4, pf_base + t / 4 + 1);
-#pragma GCC unroll 2
-        for (int v = 0; v < NV; v += 2) pair_split(lat + (size_t)t * R + c0 + 16 * v, &x[v], &x[v + 1]);
-#pragma GCC unroll 4
-        for (int h = 0; h < NH; h++) {
-            __m512 p = _mm512_set1_ps(s[h * ATTN_BLOCK + t]);
-#pragma GCC unroll 4
-            for (int v = 0; v < NV; v++) a[h][v] = _mm512_fmadd_ps(p, x[v], a[h][v]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int h = 0; h < NH; h++)
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) _mm512_storeu_ps(acc + (size_t)h * R + c0 + 16 * v, a[h][v]);
-}
-
-typedef void (*pair_weighted_fn)(float *acc, int R, const float *alpha, const float *s, const uint16_t *lat, int nt, int c0,
-                                 const attention_ahead *ahead, int pf_base);
-#define PAIR_WEIGHTED_VARIANT(nh, nv)                                                                             \
-    static void pair_weighted_##nh##_##nv(float *acc, int R, const float *alpha, const float *s, const uint16_t *lat, \
-                                          int nt, int c0, const attention_ahead *ahead, int pf_base)                           \
-    {                                                                                                             \
-        pair_weighted_tile(nh, nv, acc, R, alpha, s, lat, nt, c0, ahead, pf_base);                                         \
-    }
-PAIR_WEIGHTED_VARIANT(1, 2) PAIR_WEIGHTED_VARIANT(2, 2) PAIR_WEIGHTED_VARIANT(3, 2) PAIR_WEIGHTED_VARIANT(4, 2)
-PAIR_WEIGHTED_VARIANT(1, 4) PAIR_WEIGHTED_VARIANT(2, 4) PAIR_WEIGHTED_VARIANT(3, 4) PAIR_WEIGHTED_VARIANT(4, 4)
-static const pair_weighted_fn pair_weighted_table[2][4] = {
-    {pair_weighted_1_2, pair_weighted_2_2, pair_weighted_3_2, pair_weighted_4_2},
-    {pair_weighted_1_4, pair_weighted_2_4, pair_weighted_3_4, pair_weighted_4_4}};
 
 /* One block of an item with four heads or fewer: scores, softmax, weighted latents. With few heads
  * memory binds an F32 cache, and it must stay busy through both passes: the next block's rows are
