@@ -105,18 +105,12 @@ INLINE const void *row_at(int BF16, const void *base, size_t row, int stride)
 
 /* The cache lines of the block after the current one, numbered: the latent rows' lines [0, nl), then
  * the rope keys' [nl, total). Items of few heads spread their prefetches over the whole block by line
- * number (prefetch_line skips what does not exist). */
+ * number (line_run stops at the last one). */
 typedef struct {
     const char *lat, *kr;
     int nl, total;
     int next; /* the first line not yet prefetched */
 } line_cursor;
-
-INLINE void prefetch_line(const line_cursor *c, int i)
-{
-    if (i >= c->total) return;
-    __builtin_prefetch(i < c->nl ? c->lat + (size_t)i * 64 : c->kr + (size_t)(i - c->nl) * 64, 0, 1);
-}
 
 /* Up to `want` lines from the cursor's next, all in one region (latent rows or rope keys), so that
  * a weighted tile walks them by a plain pointer (a line number's region test and address in the
@@ -380,7 +374,7 @@ INLINE __m256 load_unit(int BF16, int P, const void *row, int c0, int j)
 /* weighted_tile for items of four heads or fewer: NH heads x NU (2 or 3) units of 8 columns in whole
  * groups of 16, so that 4 heads x 3 units keep 12 accumulator chains in flight (the FMA latency
  * times the two FMA pipes is 8 chains: 4 x 16 columns would have no slack); with a line of the next
- * block prefetched every `gap` rows. */
+ * block prefetched every 2^lg rows (npf of them, from pf on). */
 INLINE void few_weighted_tile(int NH, int NU, int P, int BF16, float *acc, int R, const float *alpha, const float *s,
                               const void *lat, int nt, int c0, const char *pf, int npf, int lg)
 {
@@ -589,8 +583,8 @@ static line_cursor lines_after(const attention_kv *kv, int t, int n, int blk)
 /* One block of an item with four heads or fewer (one score tile and one weighted tile hold them
  * all): scores, softmax, weighted latents. With few heads memory binds an F32 cache and must stay
  * busy through both passes, so the next block's lines are prefetched evenly over the block's time:
- * 3/5 of them during the scores (a share per tile), the rest during the weighted latents (a line
- * per `gap` rows of each 16-column chunk). Prefetching in the score pass alone leaves memory idle
+ * 3/5 of them during the scores (a share per pair of positions), the rest during the weighted latents (a line
+ * per 2^lg rows of each chunk). Prefetching in the score pass alone leaves memory idle
  * through the weighted pass. */
 static void few_heads_block(const attention_item *it, const float *ql, const float *qr, int t, int blk, float *s,
                             float *alpha)
