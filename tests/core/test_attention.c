@@ -108,8 +108,9 @@ int main(void)
     /* tiny and pairs: four heads or fewer with R and rope multiples of 32, which AVX-512 runs with
      * BF16 widened in registers (pairs also ends on a half tile of 32 columns) */
     static const widths small = {5, 72, 24}, r1 = {128, 512, 64}, tiny = {4, 128, 32}, pairs = {3, 96, 32};
-    /* few_tails: four heads whose widths end in tails of every vector (the few-heads loops' masks) */
-    static const widths few_tails = {4, 136, 20};
+    /* few_tails: four heads or fewer whose widths end in tails of every vector length (the few-heads
+     * loops' masks, tails shorter than 8) */
+    static const widths few_tails[] = {{4, 136, 20}, {1, 40, 8}, {2, 200, 40}, {3, 72, 24}};
     static const int pairs_n[] = {1, 5, 33, 300, 1100};
     static const int small_n[] = {1, 3, 31, 32, 33, 255, 257, 1000, 8192, 8300};
     static const int r1_n[] = {1, 37, 300, 1100};
@@ -123,7 +124,8 @@ int main(void)
             /* Peaked softmax (scores spread over tens): the running max changes block to block. */
             check_case(&tiny, 3000, d, 8.0);
             for (size_t i = 0; i < sizeof pairs_n / sizeof *pairs_n; i++, cases++) check_case(&pairs, pairs_n[i], d, 2.0);
-            for (size_t i = 0; i < sizeof pairs_n / sizeof *pairs_n; i++, cases++) check_case(&few_tails, pairs_n[i], d, 2.0);
+            for (size_t w = 0; w < sizeof few_tails / sizeof *few_tails; w++)
+                for (size_t i = 0; i < sizeof pairs_n / sizeof *pairs_n; i++, cases++) check_case(&few_tails[w], pairs_n[i], d, 2.0);
             for (size_t i = 0; i < sizeof r1_n / sizeof *r1_n; i++, cases++)
                 if (p != CPU_PATH_SCALAR || r1_n[i] <= 300) check_case(&r1, r1_n[i], d, 0.5);
             cases++;
