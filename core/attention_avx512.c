@@ -357,28 +357,21 @@ static void few_heads_block(const attention_item *it, const float *ql, const flo
     const attention_kv *kv = it->kv;
     int R = kv->R, rope = kv->rope, nh = it->nh, nt = it->t1 - t < blk ? it->t1 - t : blk;
     int pairs = kv->dtype == DTYPE_BF16;
+    size_t es = dtype_size(kv->dtype);
     attention_ahead ahead = attention_block_after(kv, t, it->n, blk);
-    const uint16_t *plat = (const uint16_t *)kv->latent + (size_t)t * R, *pkr = (const uint16_t *)kv->krope + (size_t)t * rope;
-    const float *lat = (const float *)kv->latent + (size_t)t * R, *kr = (const float *)kv->krope + (size_t)t * rope;
+    const char *lat = (const char *)kv->latent + (size_t)t * R * es, *kr = (const char *)kv->krope + (size_t)t * rope * es;
     for (int u = 0; u < nt;) {
         int quad = nt - u >= 4;
         attention_prefetch(&ahead, u / 2, (u + (quad ? 4 : 1) + 1) / 2);
-        if (pairs)
-            score_table[1][quad][nh - 1](ql, qr, plat + (size_t)u * R, pkr + (size_t)u * rope, R, rope, kv->scale, s + u);
-        else
-            score_table[0][quad][nh - 1](ql, qr, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale, s + u);
+        score_table[pairs][quad][nh - 1](ql, qr, lat + (size_t)u * R * es, kr + (size_t)u * rope * es, R, rope, kv->scale,
+                                         s + u);
         u += quad ? 4 : 1;
     }
     attn_softmax_block(s, nh, nt, it->m, it->l, alpha);
     for (int c0 = 0; c0 < R; c0 += 64) {
-        const attention_ahead *a = &ahead;
-        int pf_base = blk / 2 + c0 / 64 * (blk / 4);
-        if (pairs) {
-            pair_weighted_table[R - c0 >= 64][nh - 1](it->acc, R, alpha, s, plat, nt, c0, a, pf_base);
-        } else {
-            int nv = (R - c0 + 15) / 16;
-            weighted_table[nh - 1][(nv < 4 ? nv : 4) - 1](it->acc, R, alpha, s, lat, nt, c0, a, pf_base);
-        }
+        int nv = (R - c0 + 15) / 16;
+        weighted_fn weighted = pairs ? pair_weighted_table[nv >= 4][nh - 1] : weighted_table[nh - 1][(nv < 4 ? nv : 4) - 1];
+        weighted(it->acc, R, alpha, s, lat, nt, c0, &ahead, blk / 2 + c0 / 64 * (blk / 4));
     }
 }
 
