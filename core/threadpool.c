@@ -55,11 +55,11 @@ static void run_items(thread_pool *p, unsigned g)
     uint64_t v = atomic_load_explicit(&p->work, memory_order_acquire);
     for (;;) {
         if ((unsigned)(v >> 32) != g) return;
-        int i = (int)(uint32_t)v;
-        if (i >= atomic_load_explicit(&p->n_items, memory_order_relaxed)) return;
+        uint32_t i = (uint32_t)v;
+        if (i >= (uint32_t)atomic_load_explicit(&p->n_items, memory_order_acquire)) return;
         if (!atomic_compare_exchange_weak_explicit(&p->work, &v, v + 1, memory_order_acq_rel, memory_order_acquire))
             continue;  /* v now holds the current word */
-        p->fn(p->arg, i);
+        p->fn(p->arg, (int)i);
         atomic_fetch_add_explicit(&p->items_done, 1, memory_order_release);
         v = atomic_load_explicit(&p->work, memory_order_acquire);
     }
@@ -164,9 +164,14 @@ void thread_pool_for(thread_pool *p, int n, void (*fn)(void *arg, int i), void *
         return;
     }
     unsigned g = atomic_load_explicit(&p->generation, memory_order_relaxed) + 1;
+    /* The word is closed (new generation, no index left) before n_items changes: a worker leaving
+     * the previous call may have read that call's word and be about to compare its index with
+     * n_items; with the old word still in place a larger new n_items let it claim a phantom item,
+     * run it on this call's arg and count it as done, so the call returned before a real item had. */
+    atomic_store_explicit(&p->work, (uint64_t)g << 32 | UINT32_MAX, memory_order_relaxed);
     p->fn = fn;
     p->arg = arg;
-    atomic_store_explicit(&p->n_items, n, memory_order_relaxed);
+    atomic_store_explicit(&p->n_items, n, memory_order_release);
     atomic_store_explicit(&p->items_done, 0, memory_order_relaxed);
     atomic_store_explicit(&p->work, (uint64_t)g << 32, memory_order_release);
     publish(p, g);

@@ -51,8 +51,43 @@ static void slow_item(void *arg, int i)
     atomic_fetch_add(&job->done, 1);
 }
 
+/* Jobs of alternating sizes back to back, each on its own stack frame: an item must only ever run
+ * for the call in progress, with an index below that call's n (a worker still leaving the previous
+ * call once claimed "item n" of it against the next call's larger n). */
+typedef struct {
+    int n, live;
+    atomic_int ran;
+} live_job;
+
+static atomic_int stray_items;
+
+static void live_item(void *arg, int i)
+{
+    live_job *job = arg;
+    if (!job->live || i >= job->n) atomic_fetch_add(&stray_items, 1);
+    atomic_fetch_add(&job->ran, 1);
+}
+
+static void run_live_job(thread_pool *p, int n)
+{
+    live_job job = { .n = n, .live = 1 };
+    atomic_init(&job.ran, 0);
+    thread_pool_for(p, n, live_item, &job);
+    CHECK(atomic_load(&job.ran) == n, "alternating jobs: %d of %d items ran", atomic_load(&job.ran), n);
+    job.live = 0;
+}
+
+static void check_alternating_sizes(int threads, int calls)
+{
+    thread_pool *p = thread_pool_create(threads);
+    for (int c = 0; c < calls; c++) run_live_job(p, c & 1 ? 2 + c % 5 : 64);
+    thread_pool_free(p);
+    CHECK(atomic_load(&stray_items) == 0, "pool %d: %d items ran outside their call", threads, atomic_load(&stray_items));
+}
+
 int main(void)
 {
+    for (int threads = 2; threads <= 4; threads++) check_alternating_sizes(threads, 300000);
     const int sizes[] = { 0, 1, 2, 3, 7, 64, 1000 };
     for (int threads = 1; threads <= 5; threads++)
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) check_pool(threads, sizes[s], sizes[s] > 100 ? 50 : 2000);
