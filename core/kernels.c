@@ -205,29 +205,48 @@ static void scratch_key_make(void) { pthread_key_create(&scratch_key, free); }
  * streaming, 8 x F8_GEMM_COLS <= 32 for the GEMM); it grows by half again when asked for more. */
 enum { SCRATCH_MAX_X_ROWS = 32, SCRATCH_MIN_FLOATS = 16384 };
 
+static size_t scratch_floats_for(int max_cols) { return (size_t)(max_cols + 63) / 64 * 64 * SCRATCH_MAX_X_ROWS; }
+
 size_t kernels_scratch_bytes_per_thread(int max_cols)
 {
-    size_t floats = (size_t)(max_cols + 63) / 64 * 64 * SCRATCH_MAX_X_ROWS;
+    size_t floats = scratch_floats_for(max_cols);
     size_t want = floats < SCRATCH_MIN_FLOATS ? SCRATCH_MIN_FLOATS : floats + floats / 2;
     return (want * sizeof(float) + 63) / 64 * 64;
 }
 
-float *kernel_scratch(size_t floats)
+/* This thread's buffer grown to hold floats (by half again past it); -1 when that memory is not
+ * there, the old buffer kept. */
+static int scratch_grow(size_t floats)
 {
-    if (floats <= scratch_floats) return scratch_buf;
+    if (floats <= scratch_floats) return 0;
     pthread_once(&scratch_once, scratch_key_make);
     size_t want = floats < SCRATCH_MIN_FLOATS ? SCRATCH_MIN_FLOATS : floats + floats / 2;
     float *p = aligned_alloc(64, (want * sizeof(float) + 63) / 64 * 64);
-    if (!p) {
-        fprintf(stderr, "kernels: cannot allocate %zu KiB of per-thread scratch for the prepared x rows\n",
-                want * sizeof(float) >> 10);
-        abort();
-    }
+    if (!p) return -1;
     free(scratch_buf);
     scratch_buf = p;
     scratch_floats = want;
     pthread_setspecific(scratch_key, p);
-    return p;
+    return 0;
+}
+
+int kernels_scratch_reserve(int max_cols)
+{
+    return scratch_grow(scratch_floats_for(max_cols));
+}
+
+/* A thread the engine reserved for (kernels_scratch_reserve) never grows here: the model's entry
+ * points reserve for their caller and model_reserve_scratch for every pool thread, each failing
+ * with an error. Only a caller that skipped that (a test, a bench) can reach the abort. */
+float *kernel_scratch(size_t floats)
+{
+    if (floats <= scratch_floats) return scratch_buf;
+    if (scratch_grow(floats)) {
+        fprintf(stderr, "kernels: cannot allocate %zu KiB of per-thread scratch for the prepared x rows\n",
+                (floats + floats / 2) * sizeof(float) >> 10);
+        abort();
+    }
+    return scratch_buf;
 }
 
 /* ---- dispatch ---- */

@@ -35,9 +35,13 @@ uint16_t float_to_bf16(float f);     /* round to nearest even */
 void matvec_range(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy);
 
 /* At most the bytes each thread that runs products over matrices up to max_cols wide keeps for
- * its prepared x rows (allocated on its first product, freed when it exits): the memory plan
- * counts it. */
+ * its prepared x rows (allocated by kernels_scratch_reserve or on its first product, freed when
+ * it exits): the memory plan counts it. */
 size_t kernels_scratch_bytes_per_thread(int max_cols);
+
+/* Allocates that scratch for the calling thread now (0), or says it cannot (-1, nothing changed):
+ * a thread that reserved never allocates inside a product. */
+int kernels_scratch_reserve(int max_cols);
 
 /* Transposed product over a row slice: y[b*ldy + c] = sum_{r in [r0,r1)} W[r][c] * x[b*ldx + (r - r0)]
  * for every column c (overwrites y). Used by absorbed MLA to fold kv_b into the query. Single thread. */

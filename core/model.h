@@ -30,6 +30,11 @@ int model_has_mtp(const model *m);
  * line (the old arena, if any, is kept). */
 int model_reserve_scratch(model *m, int max_rows, int ctx, char *err, size_t errlen);
 size_t model_scratch_bytes(const model *m); /* the arena's real size in bytes (0 before reserve) */
+/* The widest input any of the model's weight products takes: what each thread's kernel scratch
+ * (kernels_scratch_bytes_per_thread) is sized by. model_reserve_scratch reserves it on every pool
+ * thread, and each pass on its caller's thread, so no product allocates. */
+int model_widest_input(const model_config *c);
+
 /* What model_reserve_scratch(m, max_rows, ctx) would allocate, without allocating. */
 size_t model_scratch_bytes_for(const model *m, int max_rows, int ctx);
 

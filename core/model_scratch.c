@@ -1,5 +1,6 @@
 /* The scratch arena: one allocation carved into every buffer the forward and MTP passes write, so
  * a pass never calls malloc (and cannot fail for memory halfway through a layer). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "core/model_internal.h"
@@ -61,6 +62,39 @@ static size_t carve(const model *m, int rows, char *base, scratch *s)
     return off;
 }
 
+int model_widest_input(const model_config *c)
+{
+    int w[] = {2 * c->hidden_size, c->intermediate_size, c->moe_intermediate_size * (c->n_shared_experts > 1 ? c->n_shared_experts : 1),
+               c->q_lora_rank, c->kv_lora_rank, c->num_attention_heads * c->v_head_dim, c->num_attention_heads * c->qk_nope_head_dim};
+    int m = 0;
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) m = w[i] > m ? w[i] : m;
+    return m;
+}
+
+typedef struct {
+    int widest;
+    atomic_int failed;
+} kernel_reserve_job;
+
+static void reserve_on_thread(void *arg, int t)
+{
+    kernel_reserve_job *j = arg;
+    (void)t;
+    if (kernels_scratch_reserve(j->widest)) atomic_store(&j->failed, 1);
+}
+
+/* The kernels' per-thread scratch on every thread of the pool, now rather than inside a product. */
+static int reserve_kernel_scratch(model *m, char *err, size_t errlen)
+{
+    kernel_reserve_job j = {.widest = model_widest_input(&m->cfg)};
+    atomic_init(&j.failed, 0);
+    thread_pool_each(m->pool, reserve_on_thread, &j);
+    if (!atomic_load(&j.failed)) return 0;
+    error_set(err, errlen, "out of memory for the kernels' per-thread scratch (%zu KiB on each of %d threads)",
+              kernels_scratch_bytes_per_thread(j.widest) >> 10, thread_pool_size(m->pool));
+    return -1;
+}
+
 size_t model_scratch_bytes_for(const model *m, int max_rows, int ctx)
 {
     scratch s;
@@ -75,6 +109,7 @@ int model_reserve_scratch(model *m, int max_rows, int ctx, char *err, size_t err
         error_set(err, errlen, "model_reserve_scratch: max_rows %d and ctx %d must both be at least 1", max_rows, ctx);
         return -1;
     }
+    if (reserve_kernel_scratch(m, err, errlen)) return -1;
     if (old->base && max_rows <= old->max_rows && ctx <= old->ctx) return 0;
     if (old->base && old->max_rows > max_rows) max_rows = old->max_rows;
     if (old->base && old->ctx > ctx) ctx = old->ctx;
@@ -111,6 +146,13 @@ int scratch_check_rows(const model *m, int nb, char *err, size_t errlen)
     }
     if (nb > m->scratch.max_rows) {
         error_set(err, errlen, "a batch of %d rows exceeds the %d rows reserved by model_reserve_scratch", nb, m->scratch.max_rows);
+        return -1;
+    }
+    /* The pool's threads reserved theirs in model_reserve_scratch; a pass may come from another
+     * thread (a server's job thread): it reserves here, where failing is still an error line. */
+    if (kernels_scratch_reserve(model_widest_input(&m->cfg))) {
+        error_set(err, errlen, "out of memory for the kernels' per-thread scratch (%zu KiB)",
+                  kernels_scratch_bytes_per_thread(model_widest_input(&m->cfg)) >> 10);
         return -1;
     }
     return 0;

@@ -182,3 +182,27 @@ void thread_pool_for(thread_pool *p, int n, void (*fn)(void *arg, int i), void *
         else cpu_relax();
     }
 }
+
+/* Each item waits until all n_threads items have started: a thread inside one cannot claim a
+ * second, so every thread (the caller included) runs exactly one. */
+typedef struct {
+    void (*fn)(void *arg, int t);
+    void *arg;
+    int n;
+    atomic_int started;
+} each_job;
+
+static void each_item(void *arg, int t)
+{
+    each_job *j = arg;
+    atomic_fetch_add(&j->started, 1);
+    while (atomic_load(&j->started) < j->n) sched_yield();
+    j->fn(j->arg, t);
+}
+
+void thread_pool_each(thread_pool *p, void (*fn)(void *arg, int t), void *arg)
+{
+    each_job j = {.fn = fn, .arg = arg, .n = p->n_threads};
+    atomic_init(&j.started, 0);
+    thread_pool_for(p, p->n_threads, each_item, &j);
+}

@@ -13,4 +13,8 @@ int thread_pool_size(const thread_pool *p);
  * Work items are handed out dynamically; fn must not depend on which thread runs it. */
 void thread_pool_for(thread_pool *p, int n, void (*fn)(void *arg, int i), void *arg);
 
+/* Calls fn(arg, t) once on every thread of the pool, the caller's included, t a distinct index in
+ * [0, size): for per-thread set-up (buffers a thread keeps), which thread_pool_for cannot target. */
+void thread_pool_each(thread_pool *p, void (*fn)(void *arg, int t), void *arg);
+
 #endif

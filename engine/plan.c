@@ -134,20 +134,10 @@ static uint64_t loop_buffer_bytes(const model_config *c)
     return 2ull * c->vocab_size * 4 * 2 + 2ull * c->vocab_size * 4 + (8ull << 20);
 }
 
-/* The widest input any weight product takes: the kernels' per-thread scratch grows to it. */
-static int widest_input(const model_config *c)
-{
-    int w[] = {2 * c->hidden_size, c->intermediate_size, c->moe_intermediate_size * (c->n_shared_experts > 1 ? c->n_shared_experts : 1),
-               c->q_lora_rank, c->kv_lora_rank, c->num_attention_heads * c->v_head_dim, c->num_attention_heads * c->qk_nope_head_dim};
-    int m = 0;
-    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) m = w[i] > m ? w[i] : m;
-    return m;
-}
-
 /* What the kernels keep per thread for their prepared x rows (kernels_scratch_bytes_per_thread). */
 static uint64_t kernel_buffer_bytes(const model_config *c, int threads)
 {
-    return (uint64_t)(threads > 1 ? threads : 1) * kernels_scratch_bytes_per_thread(widest_input(c));
+    return (uint64_t)(threads > 1 ? threads : 1) * kernels_scratch_bytes_per_thread(model_widest_input(c));
 }
 
 static int moe_layers_in_use(const model_config *c, int mtp)
