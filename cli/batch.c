@@ -258,8 +258,9 @@ static int run_job(batch_ctx *b, const cJSON *job, const char *id)
     dsspec_cache_counters c0 = {0}, c1 = {0};
     dsspec_get_cache_counters(b->e, &c0);
     int n = job_prompt(b->e, job, b->o, &prompt, err, sizeof err);
-    if (n >= 0 && (n == 0 || n + 1 > b->o->engine.ctx))
-        snprintf(err, sizeof err, n == 0 ? "empty prompt" : "prompt of %d tokens does not fit --ctx %d", n, b->o->engine.ctx), n = -1;
+    int ctx = dsspec_get_plan(b->e)->ctx; /* --ctx, or the default the plan chose when it is not given */
+    if (n >= 0 && (n == 0 || n + 1 > ctx))
+        snprintf(err, sizeof err, n == 0 ? "empty prompt" : "prompt of %d tokens does not fit --ctx %d", n, ctx), n = -1;
     int rc = n < 0 ? -1 : dsspec_generate(b->e, prompt, n, &g, &st, err, sizeof err);
     progress_end(&b->progress);
     free(prompt);

@@ -139,6 +139,18 @@ static void check_bad_input(void)
         CHECK(r.status == 1 && strstr(r.err, cases[i].needle) && strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
               "bad jobs case %zu: status %d, want 1 and one line naming '%s': %s", i, r.status, cases[i].needle, r.err);
     }
+    /* Without --ctx the plan's default context holds the prompts (it once compared them with 0). */
+    write_file(bad, "{\"id\": \"d\", \"ids\": [1, 2, 3], \"n\": 2}\n");
+    unlink(out);
+    {
+        const char *a[] = {bin, "batch", bad, "--out", out, "-m", model, "--quiet", NULL};
+        proc_result d;
+        proc_run(&d, (char *const *)a);
+        char *got = test_read_file(out, NULL);
+        CHECK(d.status == 0 && got && strstr(got, "\"id\":\"d\",\"text\""), "batch without --ctx: status %d, %s, results %s",
+              d.status, d.err, got ? got : "(none)");
+        free(got);
+    }
     /* A job that cannot run is recorded with its error, the others still run, and the exit is 1. */
     write_file(bad, "{\"id\": \"big\", \"ids\": [1, 99999], \"n\": 2}\n{\"id\": \"ok\", \"ids\": [1, 2], \"n\": 2}\n");
     unlink(out);
