@@ -44,14 +44,41 @@ static int parse_mtp(const char *flag, const char *v, void *dst, char *err, size
     return -1;
 }
 
-const flag *run_flags(run_options *o, int *n)
+/* The engine's flags (speculation, memory, compute) with one help text each, for run, batch and
+ * serve alike. Writes them to f; returns how many. */
+int run_engine_flags(run_options *o, flag *f)
 {
-    static flag f[64];
     static char threads_help[96];
     snprintf(threads_help, sizeof threads_help, "worker threads (default: the physical cores, %d here)", dsspec_physical_cores());
     dsspec_options *e = &o->engine;
-    dsspec_generate_params *g = &o->gen;
     const flag table[] = {
+        {FLAG_SECTION, .help = "speculation and memory"},
+        {FLAG_CUSTOM, "--mtp", "auto|on|off", &e->mtp, .parse = parse_mtp, .help = "draft with the checkpoint's MTP layer: every step, or (auto, the default when it has one) on the steps where measured pass times and acceptance say a draft pays; same tokens either way"},
+        {FLAG_CUSTOM, "--mem-budget", "SIZE", &e->mem_budget, .parse = flag_parse_size, .help = "whole-process memory budget, e.g. 24G (default: 90% of RAM)"},
+        {FLAG_DOUBLE, "--cache-gib", "G", &e->cache_gib, 1e-6, 1e6, .help = "expert cache size in GiB (default: what the budget leaves)"},
+        {FLAG_STRING, "--cache-policy", "P", &o->policy, .help = "lfu | lru | arc (default lfu)"},
+        {FLAG_CUSTOM, "--prefetch", "on|off", &e->prefetch, .parse = flag_parse_on_off, .help = "router-lookahead prefetch of later layers' experts (default on)"},
+        {FLAG_INT, "--prefetch-depth", "N", &e->prefetch_depth, 1, 8, .help = "layers ahead the lookahead guesses, each from the current layer's residual (default 1: two layers catch more misses but read more unused guesses; bench/cache/prefetch_sweep.sh)"},
+        {FLAG_INT, "--prefetch-guesses", "N", &e->prefetch_guesses, 0, 1 << 16, .help = "guesses per row and layer ahead, most confident first (default 0: the router's top-k)"},
+        {FLAG_STRING, "--io", "auto|uring|pread", &o->io, .help = "expert read backend (default auto: io_uring + O_DIRECT, else pread)"},
+        {FLAG_INT, "--queue-depth", "N", &e->queue_depth, 1, 4096, .help = "expert reads in flight at most (default 16)"},
+        {FLAG_INT, "--ctx|-c|--ctx-size", "N", &e->ctx, 2, 1 << 24, .help = "context length in tokens, KV is sized for it (default: the model's maximum up to 32768, less only if the budget cannot hold its KV; the plan says; above the model's maximum: refused)"},
+        {FLAG_STRING, "--kv-dtype", "f32|bf16", &o->kv_dtype, .help = "latent KV cache precision (default f32, exact, when the budget holds it for the context, else bf16: half the memory, +0.009% held-out perplexity)"},
+        {FLAG_SECTION, .help = "compute"},
+        {FLAG_INT, "-t|--threads", "N", &e->threads, 1, 1024, .help = threads_help},
+        {FLAG_STRING, "--cpu-features", "P", &o->cpu, .help = "highest kernel path: scalar | avx2 | avx512 (default: best available)"},
+        {FLAG_INT, "--prefill-chunk", "N", &e->prefill_chunk, 1, 1 << 16, .help = "prompt rows per prefill pass (default: as many as a quarter of the budget left after weights and KV holds, at most --ctx; the plan says)"},
+    };
+    memcpy(f, table, sizeof table);
+    return (int)(sizeof table / sizeof table[0]);
+}
+
+const flag *run_flags(run_options *o, int *n)
+{
+    static flag f[64];
+    dsspec_options *e = &o->engine;
+    dsspec_generate_params *g = &o->gen;
+    const flag head[] = {
         {FLAG_SECTION, .help = "model and prompt"},
         {FLAG_STRING, "-m|--model", "DIR", &e->model_dir, .help = "checkpoint directory (default: the embedded model)"},
         {FLAG_STRING, "-p|--prompt", "TEXT", &o->prompt_text, .help = "prompt text (encoded with BOS as tokenizer_config.json says)"},
@@ -69,22 +96,8 @@ const flag *run_flags(run_options *o, int *n)
         {FLAG_DOUBLE, "--min-p", "P", &g->min_p, 0, 1, .help = "drop tokens under P x the top token's probability (default 0: none)"},
         {FLAG_STRING_LIST, "--stop", "TEXT", &o->stop, .help = "stop when the text contains TEXT (not printed; repeatable)"},
         {FLAG_CUSTOM, "--seed", "S", &g->seed, .parse = flag_parse_seed, .help = "random seed (default 42)"},
-        {FLAG_SECTION, .help = "speculation and memory"},
-        {FLAG_CUSTOM, "--mtp", "auto|on|off", &e->mtp, .parse = parse_mtp, .help = "draft with the checkpoint's MTP layer: every step, or (auto, the default when it has one) on the steps where measured pass times and acceptance say a draft pays; same tokens either way"},
-        {FLAG_CUSTOM, "--mem-budget", "SIZE", &e->mem_budget, .parse = flag_parse_size, .help = "whole-process memory budget, e.g. 24G (default: 90% of RAM)"},
-        {FLAG_DOUBLE, "--cache-gib", "G", &e->cache_gib, 1e-6, 1e6, .help = "expert cache size in GiB (default: what the budget leaves)"},
-        {FLAG_STRING, "--cache-policy", "P", &o->policy, .help = "lfu | lru | arc (default lfu)"},
-        {FLAG_CUSTOM, "--prefetch", "on|off", &e->prefetch, .parse = flag_parse_on_off, .help = "router-lookahead prefetch of later layers' experts (default on)"},
-        {FLAG_INT, "--prefetch-depth", "N", &e->prefetch_depth, 1, 8, .help = "layers ahead the lookahead guesses, each from the current layer's residual (default 1: two layers catch more misses but read more unused guesses; bench/cache/prefetch_sweep.sh)"},
-        {FLAG_INT, "--prefetch-guesses", "N", &e->prefetch_guesses, 0, 1 << 16, .help = "guesses per row and layer ahead, most confident first (default 0: the router's top-k)"},
-        {FLAG_STRING, "--io", "auto|uring|pread", &o->io, .help = "expert read backend (default auto: io_uring + O_DIRECT, else pread)"},
-        {FLAG_INT, "--queue-depth", "N", &e->queue_depth, 1, 4096, .help = "expert reads in flight at most (default 16)"},
-        {FLAG_INT, "--ctx|-c|--ctx-size", "N", &e->ctx, 2, 1 << 24, .help = "context length in tokens, KV is sized for it (default: the model's maximum up to 32768, less only if the budget cannot hold its KV; the plan says; above the model's maximum: refused)"},
-        {FLAG_STRING, "--kv-dtype", "f32|bf16", &o->kv_dtype, .help = "latent KV cache precision (default f32, exact, when the budget holds it for the context, else bf16: half the memory, +0.009% held-out perplexity)"},
-        {FLAG_SECTION, .help = "compute"},
-        {FLAG_INT, "-t|--threads", "N", &e->threads, 1, 1024, .help = threads_help},
-        {FLAG_STRING, "--cpu-features", "P", &o->cpu, .help = "highest kernel path: scalar | avx2 | avx512 (default: best available)"},
-        {FLAG_INT, "--prefill-chunk", "N", &e->prefill_chunk, 1, 1 << 16, .help = "prompt rows per prefill pass (default: as many as a quarter of the budget left after weights and KV holds, at most --ctx; the plan says)"},
+    };
+    const flag tail[] = {
         {FLAG_SECTION, .help = "output and telemetry"},
         {FLAG_SWITCH, "--print-ids", NULL, &o->print_ids, .help = "print the generated ids on one line of stdout instead of text"},
         {FLAG_SWITCH, "--quiet", NULL, &o->quiet, .help = "no plan or summary on stderr"},
@@ -101,8 +114,12 @@ const flag *run_flags(run_options *o, int *n)
         {FLAG_SWITCH, "--resume", NULL, &o->resume, .help = "continue --session FILE (same prompt and output-changing flags; -n may grow); a missing FILE starts it"},
         {FLAG_INT, "--session-sync", "N", &o->session_sync, 0, 1 << 30, .help = "fsync the session every N tokens (default 8; 0: only at the end); prefill chunks always"},
     };
-    *n = (int)(sizeof table / sizeof table[0]);
-    memcpy(f, table, sizeof table);
+    int k = 0;
+    memcpy(f, head, sizeof head);
+    k += (int)(sizeof head / sizeof head[0]);
+    k += run_engine_flags(o, f + k);
+    memcpy(f + k, tail, sizeof tail);
+    *n = k + (int)(sizeof tail / sizeof tail[0]);
     return f;
 }
 

@@ -223,8 +223,6 @@ typedef struct {
 static const flag *serve_flags(serve_args *a, int *n)
 {
     static flag f[40];
-    static char threads_help[96];
-    snprintf(threads_help, sizeof threads_help, "worker threads (default: the physical cores, %d here)", dsspec_physical_cores());
     dsspec_options *e = &a->run.engine;
     const flag table[] = {
         {FLAG_SECTION, .help = "HTTP"},
@@ -238,23 +236,12 @@ static const flag *serve_flags(serve_args *a, int *n)
         {FLAG_INT, "-n|--n-predict", "N", &a->n_predict, 0, 100000000, .help = "max_tokens of a request that names none (default 0: up to the context)"},
         {FLAG_SWITCH, "-v|--verbose", NULL, &a->run.verbose, .help = "log every error reply on stderr"},
         {FLAG_SWITCH, "--quiet", NULL, &a->run.quiet, .help = "do not print the memory plan"},
-        {FLAG_SECTION, .help = "model, memory and compute (as for run)"},
+        {FLAG_SECTION, .help = "model"},
         {FLAG_STRING, "-m|--model", "DIR", &e->model_dir, .help = "checkpoint directory (default: the embedded model)"},
-        {FLAG_CUSTOM, "--mtp", "on|off", &e->mtp, .parse = flag_parse_on_off, .help = "draft with the checkpoint's MTP layer (default on when it has one)"},
-        {FLAG_CUSTOM, "--mem-budget", "SIZE", &e->mem_budget, .parse = flag_parse_size, .help = "whole-process memory budget, e.g. 24G (default: 90% of RAM)"},
-        {FLAG_DOUBLE, "--cache-gib", "G", &e->cache_gib, 1e-6, 1e6, .help = "expert cache size in GiB (default: what the budget leaves)"},
-        {FLAG_STRING, "--cache-policy", "P", &a->run.policy, .help = "lfu | lru | arc (default lfu)"},
-        {FLAG_CUSTOM, "--prefetch", "on|off", &e->prefetch, .parse = flag_parse_on_off, .help = "router-lookahead prefetch (default on)"},
-        {FLAG_STRING, "--io", "auto|uring|pread", &a->run.io, .help = "expert read backend (default auto)"},
-        {FLAG_INT, "--queue-depth", "N", &e->queue_depth, 1, 4096, .help = "expert reads in flight at most (default 16)"},
-        {FLAG_INT, "--ctx|-c|--ctx-size", "N", &e->ctx, 2, 1 << 24, .help = "context of one request, prompt and reply (default 4096)"},
-        {FLAG_STRING, "--kv-dtype", "f32|bf16", &a->run.kv_dtype, .help = "latent KV cache precision (default f32)"},
-        {FLAG_INT, "-t|--threads", "N", &e->threads, 1, 1024, .help = threads_help},
-        {FLAG_STRING, "--cpu-features", "P", &a->run.cpu, .help = "highest kernel path: scalar | avx2 | avx512"},
-        {FLAG_INT, "--prefill-chunk", "N", &e->prefill_chunk, 1, 1 << 16, .help = "prompt rows per prefill pass (default 64)"},
     };
     *n = (int)(sizeof table / sizeof table[0]);
     memcpy(f, table, sizeof table);
+    *n += run_engine_flags(&a->run, f + *n); /* speculation, memory and compute: run's flags and texts */
     return f;
 }
 

@@ -45,6 +45,12 @@ same "cache-sim" cache-sim --trace "$tmp/trace.jsonl" --slots 8 --policy lru -- 
 same "report" report "$tmp/r.json" -- report "$tmp/r.json" --html="$tmp/r.html"
 [ -s "$tmp/r.html" ] || bad "report --html= wrote nothing"
 "$d" serve --port=99999 >/dev/null 2>"$tmp/e"; [ $? = 2 ] && grep -q -- "--port: expected an integer" "$tmp/e" || bad "serve --port=99999: $(cat "$tmp/e")"
+# serve's engine flags are run's, with run's help text (serve once had its own copies: --mtp on|off
+# only, "--ctx (default 4096)" where the plan picks it)
+"$d" run --help | sed -n '/^speculation and memory:/,/^output and telemetry:/p' | sed '$d' >"$tmp/run_help"
+"$d" serve --help | sed -n '/^speculation and memory:/,$p' >"$tmp/serve_help"
+[ -s "$tmp/run_help" ] && cmp -s "$tmp/run_help" "$tmp/serve_help" || bad "serve --help's engine flags differ from run's: $(diff "$tmp/run_help" "$tmp/serve_help" | head -5)"
+"$d" serve --mtp auto --port 99999 >/dev/null 2>"$tmp/e"; grep -q -- "--mtp" "$tmp/e" && bad "serve --mtp auto refused: $(cat "$tmp/e")"
 
 # --stop: the text stops before the stop string, which is not printed; the report says why
 "$d" run -p "def f(x):" -n 48 --temp 0 --quiet >"$tmp/full" || bad "run"
