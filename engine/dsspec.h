@@ -272,7 +272,8 @@ typedef struct dsspec_gen_stats {
     uint64_t prefill_expert_requests, prefill_expert_loads, prefill_bytes_read;
 } dsspec_gen_stats;
 
-/* Prefill prompt[0..n) and generate; the expert cache stays warm across calls. Returns 0, or -1
+/* Prefill prompt[0..n) and generate; the expert cache and the KV cache's memory stay with the
+ * engine across calls (one call at a time per engine: they are its single set). Returns 0, or -1
  * with err (an expert read failed, out of memory); stats are filled in both cases (what was
  * generated before an error stays delivered through on_token). */
 int dsspec_generate(dsspec *e, const int *prompt, int n, const dsspec_generate_params *p, dsspec_gen_stats *st,

@@ -137,6 +137,8 @@ fail:
 void dsspec_close(dsspec *e)
 {
     if (!e) return;
+    kv_cache_free(e->kv);
+    kv_cache_free(e->mtp_kv);
     expert_cache_free(e->cache);
     expert_reader_free(e->reader);
     expert_direct_free(e->direct);

@@ -26,6 +26,7 @@ struct dsspec {
     expert_cache *cache;
     expert_direct *direct;       /* DSSPEC_EXPERTS_DIRECT: read on every use */
     expert_provider provider;    /* what the forward pass fetches experts through */
+    kv_cache *kv, *mtp_kv;       /* made by the first dsspec_generate, reused by every later one */
 };
 
 /* Stop strings over the generated text (engine/text_relay.c): tokens in, text without the stop

@@ -499,8 +499,8 @@ int generate(model *m, expert_provider *ep, const int *prompt, int n_prompt, con
                  .rng_base = o->sampler->state, .err = err, .errlen = errlen};
     int rc = -1;
     dtype_t kvt = o->kv_bf16 ? DTYPE_BF16 : DTYPE_F32;
-    d.kv = kv_cache_create(c, 0, c->num_hidden_layers, o->ctx, kvt);
-    d.mtp_kv = o->mtp ? kv_cache_create(c, c->num_hidden_layers, 1, o->ctx, kvt) : NULL;
+    d.kv = o->kv ? o->kv : kv_cache_create(c, 0, c->num_hidden_layers, o->ctx, kvt);
+    d.mtp_kv = !o->mtp ? NULL : o->mtp_kv ? o->mtp_kv : kv_cache_create(c, c->num_hidden_layers, 1, o->ctx, kvt);
     d.logits = malloc(2 * (size_t)d.V * sizeof(float));
     d.mtp_logits = malloc(2 * (size_t)d.V * sizeof(float));
     d.hidden = malloc((size_t)(chunk > 2 ? chunk : 2) * d.H * sizeof(float));
@@ -513,8 +513,8 @@ int generate(model *m, expert_provider *ep, const int *prompt, int n_prompt, con
         snprintf(err, errlen, "out of memory for the KV cache (--ctx %d)", o->ctx);
     else if (restore(&d) == 0)
         rc = run_from(&d, prompt);
-    kv_cache_free(d.kv);
-    kv_cache_free(d.mtp_kv);
+    if (d.kv != o->kv) kv_cache_free(d.kv);
+    if (d.mtp_kv != o->mtp_kv) kv_cache_free(d.mtp_kv);
     free(d.logits);
     free(d.mtp_logits);
     free(d.hidden);

@@ -88,6 +88,11 @@ typedef struct {
     /* 1: an auto draft row leaves at its first predicted evicting load; 0: after as many as the
      * running costs say an accepted draft pays for (a test pins the rule with 1) */
     int drop_at_first_load;
+    /* Optional: KV caches of at least ctx positions (of kv_bf16's type) to run in, kept by the
+     * caller across calls: rows are written before they are read, so what an earlier call left in
+     * them changes nothing, and a server or batch skips a fresh allocation's page faults and
+     * zeroing per request. NULL: created for this call (mtp_kv only when mtp is not off). */
+    kv_cache *kv, *mtp_kv;
 } gen_options;
 
 typedef struct {
