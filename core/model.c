@@ -9,12 +9,23 @@
 
 /* ---------- small pieces ---------- */
 
+/* The sum of squares in double (each square is exact there) over eight running sums combined in
+ * a fixed order: one sum is a chain of dependent adds, n x the add latency (measured 8.0 us a row
+ * at R1's 7168, 4.9 us so). */
 void model_rmsnorm(const float *x, const float *w, int n, double eps, float *out)
 {
-    double ss = 0;
-    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+#define SQ(k) ((double)x[i + k] * x[i + k])
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        s0 += SQ(0), s1 += SQ(1), s2 += SQ(2), s3 += SQ(3);
+        s4 += SQ(4), s5 += SQ(5), s6 += SQ(6), s7 += SQ(7);
+    }
+    for (; i < n; i++) s0 += SQ(0);
+#undef SQ
+    double ss = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7));
     float inv = (float)(1.0 / sqrt(ss / n + eps));
-    for (int i = 0; i < n; i++) out[i] = (x[i] * inv) * w[i];
+    for (i = 0; i < n; i++) out[i] = (x[i] * inv) * w[i];
 }
 
 /* Each of nb rows of n values normalized on its own (out may be x). */
