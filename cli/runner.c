@@ -69,8 +69,9 @@ int run_engine_flags(run_options *o, flag *f)
         {FLAG_STRING, "--cpu-features", "P", &o->cpu, .help = "highest kernel path: scalar | avx2 | avx512 (default: best available)"},
         {FLAG_INT, "--prefill-chunk", "N", &e->prefill_chunk, 1, 1 << 16, .help = "prompt rows per prefill pass (default: as many as a quarter of the budget left after weights and KV holds, at most --ctx; the plan says)"},
     };
+    _Static_assert(sizeof table / sizeof table[0] == RUN_ENGINE_FLAGS, "RUN_ENGINE_FLAGS counts this table");
     memcpy(f, table, sizeof table);
-    return (int)(sizeof table / sizeof table[0]);
+    return RUN_ENGINE_FLAGS;
 }
 
 const flag *run_flags(run_options *o, int *n)
@@ -114,6 +115,8 @@ const flag *run_flags(run_options *o, int *n)
         {FLAG_SWITCH, "--resume", NULL, &o->resume, .help = "continue --session FILE (same prompt and output-changing flags; -n may grow); a missing FILE starts it"},
         {FLAG_INT, "--session-sync", "N", &o->session_sync, 0, 1 << 30, .help = "fsync the session every N tokens (default 8; 0: only at the end); prefill chunks always"},
     };
+    _Static_assert(sizeof head / sizeof head[0] + RUN_ENGINE_FLAGS + sizeof tail / sizeof tail[0] <= sizeof f / sizeof f[0],
+                   "run's flags fit f");
     int k = 0;
     memcpy(f, head, sizeof head);
     k += (int)(sizeof head / sizeof head[0]);

@@ -239,6 +239,7 @@ static const flag *serve_flags(serve_args *a, int *n)
         {FLAG_SECTION, .help = "model"},
         {FLAG_STRING, "-m|--model", "DIR", &e->model_dir, .help = "checkpoint directory (default: the embedded model)"},
     };
+    _Static_assert(sizeof table / sizeof table[0] + RUN_ENGINE_FLAGS <= sizeof f / sizeof f[0], "serve's flags fit f");
     *n = (int)(sizeof table / sizeof table[0]);
     memcpy(f, table, sizeof table);
     *n += run_engine_flags(&a->run, f + *n); /* speculation, memory and compute: run's flags and texts */

@@ -243,7 +243,7 @@ float *kernel_scratch(size_t floats)
     if (floats <= scratch_floats) return scratch_buf;
     if (scratch_grow(floats)) {
         fprintf(stderr, "kernels: cannot allocate %zu KiB of per-thread scratch for the prepared x rows\n",
-                (floats + floats / 2) * sizeof(float) >> 10);
+                floats * sizeof(float) >> 10);
         abort();
     }
     return scratch_buf;

@@ -83,16 +83,20 @@ static void reserve_on_thread(void *arg, int t)
     if (kernels_scratch_reserve(j->widest)) atomic_store(&j->failed, 1);
 }
 
+static int kernel_scratch_error(const model *m, char *err, size_t errlen)
+{
+    error_set(err, errlen, "out of memory for the kernels' per-thread scratch (%zu KiB a thread)",
+              kernels_scratch_bytes_per_thread(model_widest_input(&m->cfg)) >> 10);
+    return -1;
+}
+
 /* The kernels' per-thread scratch on every thread of the pool, now rather than inside a product. */
 static int reserve_kernel_scratch(model *m, char *err, size_t errlen)
 {
     kernel_reserve_job j = {.widest = model_widest_input(&m->cfg)};
     atomic_init(&j.failed, 0);
     thread_pool_each(m->pool, reserve_on_thread, &j);
-    if (!atomic_load(&j.failed)) return 0;
-    error_set(err, errlen, "out of memory for the kernels' per-thread scratch (%zu KiB on each of %d threads)",
-              kernels_scratch_bytes_per_thread(j.widest) >> 10, thread_pool_size(m->pool));
-    return -1;
+    return atomic_load(&j.failed) ? kernel_scratch_error(m, err, errlen) : 0;
 }
 
 size_t model_scratch_bytes_for(const model *m, int max_rows, int ctx)
@@ -150,12 +154,7 @@ int scratch_check_rows(const model *m, int nb, char *err, size_t errlen)
     }
     /* The pool's threads reserved theirs in model_reserve_scratch; a pass may come from another
      * thread (a server's job thread): it reserves here, where failing is still an error line. */
-    if (kernels_scratch_reserve(model_widest_input(&m->cfg))) {
-        error_set(err, errlen, "out of memory for the kernels' per-thread scratch (%zu KiB)",
-                  kernels_scratch_bytes_per_thread(model_widest_input(&m->cfg)) >> 10);
-        return -1;
-    }
-    return 0;
+    return kernels_scratch_reserve(model_widest_input(&m->cfg)) ? kernel_scratch_error(m, err, errlen) : 0;
 }
 
 int model_mtp_buffers(model *m, int nb, mtp_buffers *out, char *err, size_t errlen)

@@ -147,24 +147,6 @@ int dsspec_session_check(const dsspec_session *s, const dsspec *e, const int *pr
     return session_check(s, e, prompt, n, &g, &ss, err, errlen);
 }
 
-/* The engine's KV caches, made on the first run and kept: a server's or a batch's every request
- * would otherwise fault in and zero fresh pages (2 MiB at a time, the caches being on huge pages:
- * measured ~10% of a 64-token prompt's prefill on the embedded model). */
-static int engine_kv_caches(dsspec *e, gen_options *g, char *err, size_t errlen)
-{
-    const model_config *c = model_get_config(e->m);
-    dtype_t t = e->opt.kv_bf16 ? DTYPE_BF16 : DTYPE_F32;
-    if (!e->kv) e->kv = kv_cache_create(c, 0, c->num_hidden_layers, e->opt.ctx, t);
-    if (e->opt.mtp && !e->mtp_kv) e->mtp_kv = kv_cache_create(c, c->num_hidden_layers, 1, e->opt.ctx, t);
-    if (!e->kv || (e->opt.mtp && !e->mtp_kv)) {
-        error_set(err, errlen, "out of memory for the KV cache (--ctx %d)", e->opt.ctx);
-        return -1;
-    }
-    g->kv = e->kv;
-    g->mtp_kv = e->mtp_kv;
-    return 0;
-}
-
 static void fill_stats(dsspec_gen_stats *st, const gen_stats *gs, int rc, const step_relay *r)
 {
     st->generated = gs->generated;
@@ -236,11 +218,16 @@ int dsspec_generate(dsspec *e, const int *prompt, int n, const dsspec_generate_p
                      .on_prefill = relay_prefill, .prefill_ctx = &relay,
                      .expert_resident = e->cache ? expert_resident : NULL,
                      .expert_free_slots = e->cache ? expert_free_slots : NULL, .resident_ctx = e->cache};
-    if (engine_kv_caches(e, &g, err, errlen)) {
+    /* The engine's KV caches are made by the first run and kept: a server's or a batch's every
+     * request would otherwise fault in and zero fresh pages (2 MiB at a time on huge pages:
+     * measured ~10% of a 64-token prompt's prefill on the embedded model). */
+    if (gen_kv_caches(e->m, &g, &e->kv, &e->mtp_kv, err, errlen)) {
         sampler_free(smp);
         text_relay_finish(&relay.text);
         return -1;
     }
+    g.kv = e->kv;
+    g.mtp_kv = e->mtp_kv;
     int started = p->session ? session_start(e, prompt, n, &relay, &g, smp, st, err, errlen) : 0;
     int rc = started < 0 ? -1 : 0;
     if (started == 0) {

@@ -483,6 +483,17 @@ static int restore(decoder *d)
     return 0;
 }
 
+int gen_kv_caches(const model *m, const gen_options *o, kv_cache **kv, kv_cache **mtp_kv, char *err, size_t errlen)
+{
+    const model_config *c = model_get_config(m);
+    dtype_t t = o->kv_bf16 ? DTYPE_BF16 : DTYPE_F32;
+    if (!*kv) *kv = kv_cache_create(c, 0, c->num_hidden_layers, o->ctx, t);
+    if (o->mtp && !*mtp_kv) *mtp_kv = kv_cache_create(c, c->num_hidden_layers, 1, o->ctx, t);
+    if (*kv && (!o->mtp || *mtp_kv)) return 0;
+    snprintf(err, errlen, "out of memory for the KV cache (--ctx %d)", o->ctx);
+    return -1;
+}
+
 int generate(model *m, expert_provider *ep, const int *prompt, int n_prompt, const gen_options *o, gen_stats *st,
              char *err, size_t errlen)
 {
@@ -498,9 +509,9 @@ int generate(model *m, expert_provider *ep, const int *prompt, int n_prompt, con
     decoder d = {.m = m, .ep = ep, .o = &opts, .st = st, .n_prompt = n_prompt, .V = c->vocab_size, .H = c->hidden_size,
                  .rng_base = o->sampler->state, .err = err, .errlen = errlen};
     int rc = -1;
-    dtype_t kvt = o->kv_bf16 ? DTYPE_BF16 : DTYPE_F32;
-    d.kv = o->kv ? o->kv : kv_cache_create(c, 0, c->num_hidden_layers, o->ctx, kvt);
-    d.mtp_kv = !o->mtp ? NULL : o->mtp_kv ? o->mtp_kv : kv_cache_create(c, c->num_hidden_layers, 1, o->ctx, kvt);
+    d.kv = o->kv;
+    d.mtp_kv = o->mtp ? o->mtp_kv : NULL;
+    int ready = gen_kv_caches(m, o, &d.kv, &d.mtp_kv, err, errlen) == 0;
     d.logits = malloc(2 * (size_t)d.V * sizeof(float));
     d.mtp_logits = malloc(2 * (size_t)d.V * sizeof(float));
     d.hidden = malloc((size_t)(chunk > 2 ? chunk : 2) * d.H * sizeof(float));
@@ -509,10 +520,11 @@ int generate(model *m, expert_provider *ep, const int *prompt, int n_prompt, con
     d.kv_next = malloc((size_t)d.kv_batch * sizeof(int));
     d.kv_pos = malloc((size_t)d.kv_batch * sizeof(int));
     meter_init(&d.meter, ep, &opts, c->num_experts_per_tok);
-    if (!d.kv || (o->mtp && !d.mtp_kv) || !d.logits || !d.mtp_logits || !d.hidden || !d.kv_hidden || !d.kv_next || !d.kv_pos)
-        snprintf(err, errlen, "out of memory for the KV cache (--ctx %d)", o->ctx);
-    else if (restore(&d) == 0)
-        rc = run_from(&d, prompt);
+    if (ready && !(d.logits && d.mtp_logits && d.hidden && d.kv_hidden && d.kv_next && d.kv_pos)) {
+        snprintf(err, errlen, "out of memory for the decode loop's buffers");
+        ready = 0;
+    }
+    if (ready && restore(&d) == 0) rc = run_from(&d, prompt);
     if (d.kv != o->kv) kv_cache_free(d.kv);
     if (d.mtp_kv != o->mtp_kv) kv_cache_free(d.mtp_kv);
     free(d.logits);
