@@ -156,7 +156,9 @@ INLINE void dot_segment(int NH, int NT, int BF16, int PIN, int WHOLE, const floa
 #pragma GCC unroll 4
             for (int h = 0; h < NH; h++) {
                 __m256 qv = _mm256_loadu_ps(q + (size_t)h * qstride + k + 8 * half);
-                if (PIN) qv = in_register(qv);
+                /* at three positions (12 accumulators, 3 rows) a pinned query spilled two accumulators;
+                 * left to the compiler it takes the 16th register */
+                if (PIN && NT < 3) qv = in_register(qv);
 #pragma GCC unroll 4
                 for (int t = 0; t < NT; t++) acc[h * NT + t] = _mm256_fmadd_ps(qv, xv[t], acc[h * NT + t]);
             }
@@ -437,53 +439,61 @@ static int few_chunk_units(int left) { return left >= 5 || left == 3 ? 3 : 2; }
  * them with one store, and the softmax's maxima and sums run down the positions with the heads as
  * lanes (vertical operations, every exp lane a score, no transpose tree). */
 
-/* Scores of NT (1 or 2) positions for all NH heads into s[t * 4 + h]: the accumulators enter the
- * reduction in that order, zeros standing in for absent heads. */
+/* Scores of NT (1 to 3) positions for all NH heads into s[t * 4 + h]: the accumulators enter the
+ * reduction in that order, zeros standing in for absent heads. Three positions make 12 accumulator
+ * chains at four heads: the FMA latency times the two FMA pipes is 8 chains, and 8 (two positions)
+ * left the score pass waiting on them (measured in cache by bench_attention: the score pass at about
+ * 64% of the FMA peak against the weighted pass's 12 chains near it). */
 INLINE void few_score_positions(int NH, int NT, int BF16, int WHOLE, const float *ql, const float *qr, const void *lat,
-                                const void *kr, int R, int rope, __m256 sc, float *s)
+                                const void *kr, int R, int rope, float scale, float *s)
 {
-    __m256 acc[8], r[8];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
+    __m256 acc[12], r[12];
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; i++) acc[i] = _mm256_setzero_ps();
     dot_segment(NH, NT, BF16, 1, WHOLE, ql, R, lat, R, R, acc);
     dot_segment(NH, NT, BF16, 1, WHOLE, qr, rope, kr, rope, rope, acc);
-#pragma GCC unroll 2
+#pragma GCC unroll 3
     for (int t = 0; t < NT; t++)
 #pragma GCC unroll 4
         for (int h = 0; h < 4; h++) r[t * 4 + h] = h < NH ? acc[h * NT + t] : _mm256_setzero_ps();
-    if (NT == 2)
+    /* the scale read here, not held: through the FMA loop it would be a 17th live vector */
+    __asm__("" : "+m"(scale));
+    __m256 sc = _mm256_broadcast_ss(&scale);
+    if (NT >= 2)
         _mm256_storeu_ps(s, _mm256_mul_ps(sum8(r), sc));
-    else
-        _mm_storeu_ps(s, _mm_mul_ps(sum4(r), _mm256_castps256_ps128(sc)));
+    if (NT != 2)
+        _mm_storeu_ps(s + 4 * (NT - 1), _mm_mul_ps(sum4(r + 4 * (NT - 1)), _mm256_castps256_ps128(sc)));
 }
 
-/* The score pass of a block: pairs of positions in one loop (one call per block, the accumulators
- * live across the latent and rope segments), with `per_pair` lines of the next block prefetched
- * before each pair. */
+/* The score pass of a block: triples of positions in one loop (one call per block, the accumulators
+ * live across the latent and rope segments), with `per_step` lines of the next block prefetched
+ * before each triple. */
 INLINE void few_scores(int NH, int BF16, int WHOLE, const float *ql, const float *qr, const void *lat, const void *kr, int R,
-                       int rope, float scale, int nt, line_cursor *pf, int per_pair, float *s)
+                       int rope, float scale, int nt, line_cursor *pf, int per_step, float *s)
 {
     size_t es = BF16 ? 2 : 4;
-    __m256 sc = _mm256_set1_ps(scale);
     int u = 0;
-    for (; u + 2 <= nt; u += 2) {
-        prefetch_lines(pf, per_pair);
-        few_score_positions(NH, 2, BF16, WHOLE, ql, qr, (const char *)lat + (size_t)u * R * es,
-                            (const char *)kr + (size_t)u * rope * es, R, rope, sc, s + u * 4);
+    for (; u + 3 <= nt; u += 3) {
+        prefetch_lines(pf, per_step);
+        few_score_positions(NH, 3, BF16, WHOLE, ql, qr, (const char *)lat + (size_t)u * R * es,
+                            (const char *)kr + (size_t)u * rope * es, R, rope, scale, s + u * 4);
     }
-    if (u < nt)
+    if (nt - u == 2)
+        few_score_positions(NH, 2, BF16, WHOLE, ql, qr, (const char *)lat + (size_t)u * R * es,
+                            (const char *)kr + (size_t)u * rope * es, R, rope, scale, s + u * 4);
+    else if (nt - u == 1)
         few_score_positions(NH, 1, BF16, WHOLE, ql, qr, (const char *)lat + (size_t)u * R * es,
-                            (const char *)kr + (size_t)u * rope * es, R, rope, sc, s + u * 4);
+                            (const char *)kr + (size_t)u * rope * es, R, rope, scale, s + u * 4);
 }
 
 typedef void (*few_scores_fn)(const float *ql, const float *qr, const void *lat, const void *kr, int R, int rope,
-                              float scale, int nt, line_cursor *pf, int per_pair, float *s);
+                              float scale, int nt, line_cursor *pf, int per_step, float *s);
 #define FEW_SCORES_VARIANT(nh, bf, whole)                                                                         \
     static void few_scores_##nh##_##bf##_##whole(const float *ql, const float *qr, const void *lat, const void *kr, \
                                                  int R, int rope, float scale, int nt, line_cursor *pf,            \
-                                                 int per_pair, float *s)                                            \
+                                                 int per_step, float *s)                                            \
     {                                                                                                              \
-        few_scores(nh, bf, whole, ql, qr, lat, kr, R, rope, scale, nt, pf, per_pair, s);                           \
+        few_scores(nh, bf, whole, ql, qr, lat, kr, R, rope, scale, nt, pf, per_step, s);                           \
     }
 #define FEW_SCORES_HEADS(bf, whole)                                                                               \
     FEW_SCORES_VARIANT(1, bf, whole) FEW_SCORES_VARIANT(2, bf, whole) FEW_SCORES_VARIANT(3, bf, whole)            \
@@ -583,7 +593,7 @@ static line_cursor lines_after(const attention_kv *kv, int t, int n, int blk)
 /* One block of an item with four heads or fewer (one score tile and one weighted tile hold them
  * all): scores, softmax, weighted latents. With few heads memory binds an F32 cache and must stay
  * busy through both passes, so the next block's lines are prefetched evenly over the block's time:
- * 3/5 of them during the scores (a share per pair of positions), the rest during the weighted latents (a line
+ * 3/5 of them during the scores (a share per three positions), the rest during the weighted latents (a line
  * per 2^lg rows of each chunk). Prefetching in the score pass alone leaves memory idle
  * through the weighted pass. */
 static void few_heads_block(const attention_item *it, const float *ql, const float *qr, int t, int blk, float *s,
@@ -595,8 +605,8 @@ static void few_heads_block(const attention_item *it, const float *ql, const flo
     size_t es = dtype_size(kv->dtype);
     const char *lat = (const char *)kv->latent + (size_t)t * R * es, *kr = (const char *)kv->krope + (size_t)t * rope * es;
     line_cursor pf = lines_after(kv, t, it->n, blk);
-    int pairs = (nt + 1) / 2, per_pair = (pf.total * 3 / 5 + pairs - 1) / pairs;
-    few_scores_table[bf16][R % 16 == 0 && rope % 16 == 0][nh - 1](ql, qr, lat, kr, R, rope, kv->scale, nt, &pf, per_pair, s);
+    int steps = (nt + 2) / 3, per_step = (pf.total * 3 / 5 + steps - 1) / steps;
+    few_scores_table[bf16][R % 16 == 0 && rope % 16 == 0][nh - 1](ql, qr, lat, kr, R, rope, kv->scale, nt, &pf, per_step, s);
     few_softmax(s, nh, nt, it->m, it->l, alpha);
     int Rw = R / 16 * 16, chunks = 0, rest = pf.total - pf.next;
     for (int c0 = 0; c0 < Rw; c0 += 8 * few_chunk_units((Rw - c0) / 8)) chunks++;
