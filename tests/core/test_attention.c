@@ -123,6 +123,8 @@ int main(void)
             for (size_t i = 0; i < sizeof small_n / sizeof *small_n; i++, cases++) check_case(&small, small_n[i], d, 1.0);
             /* Peaked softmax (scores spread over tens): the running max changes block to block. */
             check_case(&tiny, 3000, d, 8.0);
+            /* past ATTN_MAX_CHUNKS chunks of ATTN_CHUNK_TARGET positions, where chunks grow longer */
+            check_case(&tiny, 33000, d, 1.0);
             for (size_t i = 0; i < sizeof pairs_n / sizeof *pairs_n; i++, cases++) check_case(&pairs, pairs_n[i], d, 2.0);
             for (size_t w = 0; w < sizeof few_tails / sizeof *few_tails; w++)
                 for (size_t i = 0; i < sizeof pairs_n / sizeof *pairs_n; i++, cases++) check_case(&few_tails[w], pairs_n[i], d, 2.0);
