@@ -252,9 +252,9 @@ static void attn_softmax_block(float *s, int nh, int nt, float *m, float *l, flo
 
 /* acc[h][c0 .. c0 + 16 NV) = acc * alpha[h] + sum_t s[h][t] lat[t][...]; columns past R masked.
  * PAIRS: BF16 rows in pair order (R a multiple of 32, NV 2 or 4). With ahead, the rows pf_base on of
- * the next block are prefetched, one per four positions. */
+ * the next block are prefetched, pf_per per four positions. */
 INLINE void weighted_tile(int NH, int NV, int PAIRS, float *acc, int R, const float *alpha, const float *s,
-                          const void *lat, int nt, int c0, const attention_ahead *ahead, int pf_base)
+                          const void *lat, int nt, int c0, const attention_ahead *ahead, int pf_base, int pf_per)
 {
     __m512 a[4][4];
     __mmask16 m[4];
@@ -267,7 +267,7 @@ INLINE void weighted_tile(int NH, int NV, int PAIRS, float *acc, int R, const fl
             a[h][v] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[v], acc + (size_t)h * R + c0 + 16 * v), _mm512_set1_ps(alpha[h]));
     for (int t = 0; t < nt; t++) {
         __m512 x[4];
-        if (ahead && !(t & 3)) attention_prefetch(ahead, pf_base + t / 4, pf_base + t / 4 + 1);
+        if (ahead && !(t & 3)) attention_prefetch(ahead, pf_base + t / 4 * pf_per, pf_base + (t / 4 + 1) * pf_per);
         if (PAIRS) {
 #pragma GCC unroll 2
             for (int v = 0; v < NV; v += 2) pair_split((const uint16_t *)lat + (size_t)t * R + c0 + 16 * v, &x[v], &x[v + 1]);
@@ -289,12 +289,12 @@ INLINE void weighted_tile(int NH, int NV, int PAIRS, float *acc, int R, const fl
 }
 
 typedef void (*weighted_fn)(float *acc, int R, const float *alpha, const float *s, const void *lat, int nt, int c0,
-                            const attention_ahead *ahead, int pf_base);
+                            const attention_ahead *ahead, int pf_base, int pf_per);
 #define WEIGHTED_VARIANT(nh, nv, pairs)                                                                           \
     static void weighted_##nh##_##nv##_##pairs(float *acc, int R, const float *alpha, const float *s, const void *lat, \
-                                               int nt, int c0, const attention_ahead *ahead, int pf_base)         \
+                                               int nt, int c0, const attention_ahead *ahead, int pf_base, int pf_per) \
     {                                                                                                             \
-        weighted_tile(nh, nv, pairs, acc, R, alpha, s, lat, nt, c0, ahead, pf_base);                              \
+        weighted_tile(nh, nv, pairs, acc, R, alpha, s, lat, nt, c0, ahead, pf_base, pf_per);                      \
     }
 #define WEIGHTED_HEADS(nh)                                                                                        \
     WEIGHTED_VARIANT(nh, 1, 0) WEIGHTED_VARIANT(nh, 2, 0) WEIGHTED_VARIANT(nh, 3, 0) WEIGHTED_VARIANT(nh, 4, 0)   \
@@ -317,7 +317,7 @@ static void attn_weighted(float *acc, int nh, int R, const float *alpha, const f
         for (int c0 = 0; c0 < R; c0 += 64) {
             int nv = (R - c0 + 15) / 16;
             weighted_table[hh - 1][(nv < 4 ? nv : 4) - 1](acc + (size_t)h * R, R, alpha + h, s + h * ATTN_BLOCK, lat, nt, c0,
-                                                          NULL, 0);
+                                                          NULL, 0, 0);
         }
     }
 }
@@ -349,11 +349,13 @@ void attention_item_avx512_rows(const attention_item *it);
  * memory binds an F32 cache, and it must stay busy through both passes: the next block's rows are
  * prefetched evenly over the block's time, the first half during the scores (a row per two
  * positions), the rest during the weighted latents (a row per four positions of each 64-column
- * chunk). A burst in the score pass alone left memory idle through the weighted pass: measured 62-65%
- * of the memory roof against 73-80% so (bench_attention, embedded width, 1 thread). */
-static void few_heads_block(const attention_item *it, const float *ql, const float *qr, int t, int blk, float *s,
-                            float *alpha)
+ * chunk); twice as many when the next block (next positions) is twice as long. A burst in the score
+ * pass alone left memory idle through the weighted pass: measured 62-65% of the memory roof against
+ * 73-80% so (bench_attention, embedded width, 1 thread). */
+static void few_heads_block(const attention_item *it, const float *ql, const float *qr, int t, int blk, int next,
+                            float *s, float *alpha)
 {
+    int f = next / blk; /* 1 or 2 */
     const attention_kv *kv = it->kv;
     int R = kv->R, rope = kv->rope, nh = it->nh, nt = it->t1 - t < blk ? it->t1 - t : blk;
     int pairs = kv->dtype == DTYPE_BF16;
@@ -362,7 +364,7 @@ static void few_heads_block(const attention_item *it, const float *ql, const flo
     const char *lat = (const char *)kv->latent + (size_t)t * R * es, *kr = (const char *)kv->krope + (size_t)t * rope * es;
     for (int u = 0; u < nt;) {
         int quad = nt - u >= 4;
-        attention_prefetch(&ahead, u / 2, (u + (quad ? 4 : 1) + 1) / 2);
+        attention_prefetch(&ahead, u * f / 2, ((u + (quad ? 4 : 1)) * f + 1) / 2);
         score_table[pairs][quad][nh - 1](ql, qr, lat + (size_t)u * R * es, kr + (size_t)u * rope * es, R, rope, kv->scale,
                                          s + u);
         u += quad ? 4 : 1;
@@ -371,7 +373,7 @@ static void few_heads_block(const attention_item *it, const float *ql, const flo
     for (int c0 = 0; c0 < R; c0 += 64) {
         int nv = (R - c0 + 15) / 16;
         weighted_fn weighted = pairs ? pair_weighted_table[nv >= 4][nh - 1] : weighted_table[nh - 1][(nv < 4 ? nv : 4) - 1];
-        weighted(it->acc, R, alpha, s, lat, nt, c0, &ahead, blk / 2 + c0 / 64 * (blk / 4));
+        weighted(it->acc, R, alpha, s, lat, nt, c0, &ahead, f * (blk / 2 + c0 / 64 * (blk / 4)), f);
     }
 }
 
@@ -379,7 +381,9 @@ static void few_heads_block(const attention_item *it, const float *ql, const flo
  * the queries in pair order (conv holds them: nh (R + rope) <= ATTN_BLOCK (R + rope) floats). Blocks
  * of 32 F32 rows or 64 BF16 rows: 20 KB at the embedded width, what L1 keeps while the weighted pass
  * reads the block a second time; shorter blocks cost more per position (the softmax, the
- * accumulators' loads and stores). */
+ * accumulators' loads and stores). Except the first blocks: an item starts on rows nobody
+ * prefetched, and waiting for a whole 20 KB block before any work cost ~1 us per item (bench_attention,
+ * 64 positions cold against in cache), so blocks start at ATTN_RAMP_FIRST positions and double. */
 static void attention_item_few_heads(const attention_item *it)
 {
     const attention_kv *kv = it->kv;
@@ -401,8 +405,13 @@ static void attention_item_few_heads(const attention_item *it)
         it->l[h] = 0.0f;
     }
     memset(it->acc, 0, (size_t)nh * R * sizeof(float));
-    int blk = pairs ? ATTN_BLOCK : ATTN_BLOCK / 2;
-    for (int t = it->t0; t < it->t1; t += blk) few_heads_block(it, ql, qr, t, blk, s, alpha);
+    int full = pairs ? ATTN_BLOCK : ATTN_BLOCK / 2, blk = ATTN_RAMP_FIRST < full ? ATTN_RAMP_FIRST : full;
+    for (int t = it->t0; t < it->t1;) {
+        int next = 2 * blk < full ? 2 * blk : full;
+        few_heads_block(it, ql, qr, t, blk, next, s, alpha);
+        t += blk;
+        blk = next;
+    }
     if (pairs)
         for (int h = 0; h < nh; h++) from_pair_order(it->acc + (size_t)h * R, R);
 }

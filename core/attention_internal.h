@@ -8,6 +8,9 @@
 /* Positions per block (and the stride of a block's scores): every head of a group reads a block while
  * it is in L1/L2. A multiple of 4 (the score tiles take 4 positions, 2 on AVX2). */
 #define ATTN_BLOCK 64
+/* The first block of an item of few heads, the next ones twice as long up to the full block (a
+ * multiple of 4: the score tiles). */
+#define ATTN_RAMP_FIRST 8
 /* Heads per work item: more items for small n, and the group's queries and accumulators
  * (ATTN_GROUP_HEADS x (R + rope) floats each) stay in L2. */
 #define ATTN_GROUP_HEADS 32
