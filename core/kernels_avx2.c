@@ -538,11 +538,14 @@ INLINE void tile_buf_f8(int NR, int NB, const matrix *w, int r, const float *buf
 #define STREAM_ROWS(nb) ((nb) <= 2 ? 4 : 2)
 #define GEMM_ROWS 4
 #define GEMM_COLS 3
+/* FP8 streaming tiles: 4 weight rows for one x row, 2 for two. With 8 and 4 the accumulators spill
+ * the 16 registers; once the prefetch went to L2 the smaller tiles measured faster (bench_gemv, 1
+ * thread, R1's shapes: +5-19% at nb=1, +8-11% at nb=2). */
 #ifndef F8_ROWS_NB1
-#define F8_ROWS_NB1 8
+#define F8_ROWS_NB1 4
 #endif
 #ifndef F8_ROWS_NB2
-#define F8_ROWS_NB2 4
+#define F8_ROWS_NB2 2
 #endif
 #define F8_STREAM_ROWS(nb) ((nb) == 1 ? F8_ROWS_NB1 : (nb) == 2 ? F8_ROWS_NB2 : 2)
 #define F8_GEMM_ROWS 2
