@@ -496,6 +496,7 @@ INLINE void tile_buf_f8(int NR, int NB, const matrix *w, int r, const float *buf
 #ifndef F8_ROWS_NB2
 #define F8_ROWS_NB2 4
 #endif
+#define F8_SHORT_ROWS 4 /* one x row against rows of <= 1 KiB (kv_b): AVX-512 4 rows (2: 3% slower) */
 #define F8_STREAM_ROWS(nb) ((nb) == 1 ? F8_ROWS_NB1 : (nb) == 2 ? F8_ROWS_NB2 : 4)
 #define F8_GEMM_ROWS 3
 #define F8_GEMM_COLS 4

@@ -20,8 +20,8 @@
  *                           the same product from decoded rows, over the column blocks
  *                           [c_beg, c_end), resuming the running totals st (zeroed when c_beg == 0)
  *                           and writing y[b * ldy + i] when c_end == cols
- *   F8_GROUP, F8_STREAM_ROWS(nb), F8_GEMM_ROWS, F8_GEMM_COLS, f8_abs_max, f8_prepare_x,
- *   tile_stream_f8, tile_buf_f8, and for decode_rows_f8 here: F8_VEC, F8_VEC_LANES,
+ *   F8_GROUP, F8_STREAM_ROWS(nb), F8_SHORT_ROWS, F8_GEMM_ROWS, F8_GEMM_COLS, f8_abs_max,
+ *   f8_prepare_x, tile_stream_f8, tile_buf_f8, and for decode_rows_f8 here: F8_VEC, F8_VEC_LANES,
  *   F8_DECODE_GROUP(src, F8_VEC[4]), fp8_partial_to_f32bits(src, n, F8_VEC[4]), F8_STORE
  *                           the FP8 matvec_range: weights as fp32 bit patterns against x prepared
  *                           once per call (see "FP8" below); the tiles above serve BF16 and F32
@@ -29,10 +29,10 @@
  *                           y[.][c0 .. c0 + 16*TV) of the transposed product over rows r0..r1
  * Nothing here changes the reduction of an output element: that is all in the tiles, which issue
  * the same operations per (weight row, x row) pair whatever NR, NB or the column panels. */
-#if !defined(KERNEL_ISA) || !defined(STREAM_ROWS) || !defined(GEMM_ROWS) || !defined(GEMM_COLS) || \
-    !defined(T_TILE_VECTORS) || !defined(TOT_LANES) || !defined(VW) || !defined(F8_GROUP) ||                 \
-    !defined(F8_GEMM_ROWS) || !defined(F8_GEMM_COLS) || !defined(F8_VEC) || !defined(F8_DECODE_GROUP) || \
-    !defined(F8_STORE) || !defined(F8_VEC_LANES)
+#if !defined(KERNEL_ISA) || !defined(STREAM_ROWS) || !defined(GEMM_ROWS) || !defined(GEMM_COLS) ||      \
+    !defined(T_TILE_VECTORS) || !defined(TOT_LANES) || !defined(VW) || !defined(F8_GROUP) ||            \
+    !defined(F8_GEMM_ROWS) || !defined(F8_GEMM_COLS) || !defined(F8_SHORT_ROWS) || !defined(F8_VEC) ||  \
+    !defined(F8_DECODE_GROUP) || !defined(F8_STORE) || !defined(F8_VEC_LANES)
 #error "kernels_driver.h is included last by an ISA file, after the macros listed above"
 #endif
 
@@ -198,13 +198,14 @@ INLINE void stream_tiles_f8(int NR, int NB, const matrix *w, int r0, int r1, con
     for (; r < r1; r++) tile_stream_f8(1, NB, w, r, xp, ldp, smul, pf1, st, y + (r - r0), ldy);
 }
 
-/* Rows of at most 1 KiB (kv_b's 512 columns) run one x row in tiles of 4 rows: with 8 the
- * per-row block ends and sums weigh more than the shorter chains save (measured on kv_b_proj). */
+/* Rows of at most 1 KiB (kv_b's 512 columns) run one x row in tiles of F8_SHORT_ROWS rows: with
+ * more the per-row block ends and sums weigh more than the shorter chains save (measured on
+ * kv_b_proj). */
 INLINE void stream_rows_f8(int NB, const matrix *w, int r0, int r1, const float *xp, int ldp, const float *smul,
                            float *y, int ldy)
 {
     prefetch_range_start((const char *)w->data + (size_t)r0 * w->cols, (size_t)(r1 - r0) * w->cols);
-    if (NB == 1 && w->cols <= 1024) stream_tiles_f8(4, 1, w, r0, r1, xp, ldp, smul, y, ldy);
+    if (NB == 1 && w->cols <= 1024) stream_tiles_f8(F8_SHORT_ROWS, 1, w, r0, r1, xp, ldp, smul, y, ldy);
     else stream_tiles_f8(F8_STREAM_ROWS(NB), NB, w, r0, r1, xp, ldp, smul, y, ldy);
 }
 
