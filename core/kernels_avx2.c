@@ -529,13 +529,14 @@ INLINE void tile_buf_f8(int NR, int NB, const matrix *w, int r, const float *buf
     }
 }
 
-/* Streaming tiles of four weight rows for one or two x rows (the more rows in flight, the more
- * independent accumulator chains behind the decode), two for three and four; GEMM tiles of four
- * decoded rows by three x rows (12 accumulators, 3 x vectors, 1 weight vector: 7 loads per 12 fmas). t_tile
- * widths of 32 columns while the accumulators fit in the 16 ymm registers, 16 for groups of 3
- * and 4. The driver defines matvec_range_avx2 and matvec_t_range_avx2 from these. */
+/* BF16/F32 streaming tiles of two weight rows for one x row, four for two, two for three and four
+ * (with the prefetch in L2, BF16 lm_head at nb=1: 2 rows 28.4 GB/s, 4 rows 25.0; at nb=2 4 rows
+ * 25.7, 2 rows 23.4); GEMM tiles of four decoded rows by three x rows (12 accumulators, 3 x
+ * vectors, 1 weight vector: 7 loads per 12 fmas). t_tile widths of 32 columns while the
+ * accumulators fit in the 16 ymm registers, 16 for groups of 3 and 4. The driver defines
+ * matvec_range_avx2 and matvec_t_range_avx2 from these. */
 #define KERNEL_ISA avx2
-#define STREAM_ROWS(nb) ((nb) <= 2 ? 4 : 2)
+#define STREAM_ROWS(nb) ((nb) == 1 ? 2 : (nb) == 2 ? 4 : 2)
 #define GEMM_ROWS 4
 #define GEMM_COLS 3
 /* FP8 streaming tiles: 4 weight rows for one x row, 2 for two. With 8 and 4 the accumulators spill
