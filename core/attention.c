@@ -79,15 +79,15 @@ static void run_item(void *arg, int i)
     if (w >= 0) atomic_store(&j->s.claimed[w], 0);
 }
 
-/* out[h] = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c, chunks in order. One head per item:
- * with few heads a merge per group would leave all but one thread idle. Four columns at a time in a
- * vector of the baseline ISA (scalar, it took ~3% of a 1k-position row at the embedded width); each
- * column's sum is the same chain over the chunks either way. */
 /* Partial sums (heads x chunks x R floats) from which the merge is worth the pool's hand-off. */
 #define ATTN_MERGE_ON_POOL (64 * 1024)
 
 typedef float merge_vec __attribute__((vector_size(16)));
 
+/* out[h] = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c, chunks in order. One head per item:
+ * with few heads a merge per group would leave all but one thread idle. Four columns at a time in a
+ * vector of the baseline ISA (scalar, it took ~3% of a 1k-position row at the embedded width); each
+ * column's sum is the same chain over the chunks either way. */
 static void merge_head(void *arg, int h)
 {
     const row_job *j = arg;

@@ -6,7 +6,8 @@
 #include "core/attention.h"
 
 /* Positions per block (and the stride of a block's scores): every head of a group reads a block while
- * it is in L1/L2. A multiple of 4 (the score tiles take 4 positions, 2 on AVX2). */
+ * it is in L1/L2. A multiple of 4 (the score tiles take 4 positions; AVX2's for few heads 3, then
+ * the rest). */
 #define ATTN_BLOCK 64
 /* The first block of an item of few heads, the next ones twice as long up to the full block (a
  * multiple of 4: the score tiles). */
