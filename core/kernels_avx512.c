@@ -3,6 +3,7 @@
  * transposed product goes through vcvtph2ps (see kernels_internal.h). The row loops and the batch
  * and tile drivers are shared with the AVX2 path: kernels_driver.h, included last. */
 #include <immintrin.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,11 +247,17 @@ INLINE void tile_buf(dtype_t dt, int NR, int NB, const matrix *w, int r, const f
 /* The transposed product, one tile of 16*TV columns x NB (1..4) batch rows held in registers while
  * the rows r0..r1 stream by: y_b[c] = fma(W[r][c], x_b[r] * block scale, y_b[c]) in ascending r,
  * the same operations whatever the tiling, so batch and range invariance hold. */
+INLINE void t_tile_f8(int NB, const matrix *w, int r0, int r1, int c0, const float *x, int ldx, float *y, int ldy);
+
 INLINE void t_tile(dtype_t dt, int NB, int TV, const matrix *w, int r0, int r1, int c0, const float *x, int ldx,
                    float *y, int ldy)
 {
     const size_t esz = kernel_dtype_bytes(dt);
     int n = w->cols - c0 < 16 * TV ? w->cols - c0 : 16 * TV;
+    if (dt == DTYPE_F8_E4M3 && TV == 4 && n == 64) {
+        t_tile_f8(NB, w, r0, r1, c0, x, ldx, y, ldy);
+        return;
+    }
     __mmask16 m[4];
     __m512 acc[KERNEL_BATCH_GROUP][4];
 #pragma GCC unroll 4
@@ -331,6 +338,66 @@ INLINE void fp8x64_to_f32bits(const uint8_t *q, __m512 wv[4]) { fp8x64_bits(_mm5
 INLINE void fp8_partial_to_f32bits(const uint8_t *q, int n, __m512 wv[4])
 {
     fp8x64_bits(_mm512_maskz_loadu_epi8(((__mmask64)1 << n) - 1, q), wv);
+}
+
+/* t_tile on 64 FP8 columns decoded as fp32 bit patterns (fp8 * 2^-120) instead of through fp16,
+ * whose two vcvtph2ps per 32 weights bound the absorbed query's transposed product. Each x row's
+ * factors x[r] * scale are scaled by 2^k, k from a bound on their largest (max |x| times the
+ * largest scale of the tile's blocks), so every product and sum is the fp16 route's times
+ * 2^(k - 120) and y, scaled back, has the same bits. The lanes come out in the decode's column
+ * order (fp8x64_bits) and are put back by two two-source permutes and a blend per 16 columns. */
+INLINE void t_tile_f8(int NB, const matrix *w, int r0, int r1, int c0, const float *x, int ldx, float *y, int ldy)
+{
+    float xmul[KERNEL_BATCH_GROUP], ymul[KERNEL_BATCH_GROUP], smax = 0.0f;
+    __m512 acc[KERNEL_BATCH_GROUP][4];
+    for (int rb = r0 / KERNEL_BLOCK; rb <= (r1 - 1) / KERNEL_BLOCK; rb++) {
+        float sv = kernel_scale_row(w, rb * KERNEL_BLOCK)[c0 / KERNEL_BLOCK];
+        smax = sv > smax ? sv : smax;
+    }
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; b++) {
+        const float *xb = x + (size_t)b * ldx;
+        __m512 mv = _mm512_setzero_ps();
+        int r = 0;
+        for (; r + 16 <= r1 - r0; r += 16) mv = _mm512_max_ps(mv, _mm512_abs_ps(_mm512_loadu_ps(xb + r)));
+        if (r < r1 - r0) mv = _mm512_max_ps(mv, _mm512_abs_ps(_mm512_maskz_loadu_ps((__mmask16)((1u << (r1 - r0 - r)) - 1), xb + r)));
+        int e, k;
+        frexpf(_mm512_reduce_max_ps(mv) * smax, &e); /* every |x[r] * scale| < 2^e */
+        k = 100 - e;
+        k = k < 0 ? 0 : k > 120 ? 120 : k;
+        xmul[b] = ldexpf(1.0f, k);
+        ymul[b] = ldexpf(1.0f, 120 - k);
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) acc[b][t] = _mm512_setzero_ps();
+    }
+    for (int r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)kernel_weight_row(w, r) + c0;
+        float s = kernel_scale_row(w, r)[c0 / KERNEL_BLOCK];
+        _mm_prefetch((const char *)row + 64, _MM_HINT_T2);
+        __m512 wv[4];
+        fp8x64_to_f32bits(row, wv);
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++) {
+            __m512 a = _mm512_set1_ps(x[(size_t)b * ldx + (r - r0)] * s * xmul[b]);
+#pragma GCC unroll 4
+            for (int t = 0; t < 4; t++) acc[b][t] = _mm512_fmadd_ps(wv[t], a, acc[b][t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; b++) {
+        __m512 ym = _mm512_set1_ps(ymul[b]);
+#pragma GCC unroll 4
+        for (int h = 0; h < 4; h++) {
+            /* columns 16h + m: m < 8 from vectors 1 (even m) and 0 (odd), m >= 8 from 3 and 2, lane 4h + m / 2 % 4 */
+            __m512i lo = _mm512_setr_epi32(4 * h, 16 + 4 * h, 4 * h + 1, 17 + 4 * h, 4 * h + 2, 18 + 4 * h, 4 * h + 3,
+                                           19 + 4 * h, 0, 0, 0, 0, 0, 0, 0, 0);
+            __m512i hi = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 4 * h, 16 + 4 * h, 4 * h + 1, 17 + 4 * h, 4 * h + 2,
+                                           18 + 4 * h, 4 * h + 3, 19 + 4 * h);
+            __m512 v = _mm512_mask_blend_ps((__mmask16)0xFF00, _mm512_permutex2var_ps(acc[b][1], lo, acc[b][0]),
+                                            _mm512_permutex2var_ps(acc[b][3], hi, acc[b][2]));
+            _mm512_storeu_ps(y + (size_t)b * ldy + c0 + 16 * h, _mm512_mul_ps(v, ym));
+        }
+    }
 }
 
 /* 64 consecutive floats (scaled by mul) in the conversion's order: lane h of vector t takes
