@@ -271,11 +271,17 @@ INLINE void tile_buf(dtype_t dt, int NR, int NB, const matrix *w, int r, const f
 /* The transposed product, one tile of 16*TP columns x NB (1..4) batch rows held in registers while
  * the rows r0..r1 stream by: y_b[c] = fma(W[r][c], x_b[r] * block scale, y_b[c]) in ascending r,
  * the same operations whatever the tiling, so batch and range invariance hold. */
+INLINE void t_tile_f8(int NB, const matrix *w, int r0, int r1, int c0, const float *x, int ldx, float *y, int ldy);
+
 INLINE void t_tile(dtype_t dt, int NB, int TP, const matrix *w, int r0, int r1, int c0, const float *x, int ldx,
                    float *y, int ldy)
 {
     const size_t esz = kernel_dtype_bytes(dt);
     int n = w->cols - c0 < 16 * TP ? w->cols - c0 : 16 * TP;
+    if (dt == DTYPE_F8_E4M3 && TP == 2 && n == 32) {
+        t_tile_f8(NB, w, r0, r1, c0, x, ldx, y, ldy);
+        return;
+    }
     ps16 acc[KERNEL_BATCH_GROUP][2];
 #pragma GCC unroll 4
     for (int b = 0; b < NB; b++)
@@ -370,6 +376,68 @@ INLINE void fp8_partial_to_f32bits(const uint8_t *q, int n, __m256 wv[4])
     _Alignas(32) uint8_t buf[F8_GROUP] = { 0 };
     memcpy(buf, q, (size_t)n);
     fp8x32_to_f32bits(buf, wv);
+}
+
+/* t_tile on 32 FP8 columns decoded as fp32 bit patterns (fp8 * 2^-120) instead of through fp16
+ * (the fp16 route's conversions bound the absorbed query's transposed product). Each x row's
+ * factors x[r] * scale are scaled by 2^k, k from a bound on their largest (max |x| times the
+ * largest scale of the tile's blocks), so every product and sum is the fp16 route's times
+ * 2^(k - 120) and y, scaled back, has the same bits. The lanes come out in the decode's column
+ * order and are put back by unpacks and 128-bit permutes at the end. */
+INLINE void t_tile_f8(int NB, const matrix *w, int r0, int r1, int c0, const float *x, int ldx, float *y, int ldy)
+{
+    float xmul[KERNEL_BATCH_GROUP], ymul[KERNEL_BATCH_GROUP], smax = 0.0f;
+    __m256 acc[KERNEL_BATCH_GROUP][4];
+    const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    for (int rb = r0 / KERNEL_BLOCK; rb <= (r1 - 1) / KERNEL_BLOCK; rb++) {
+        float sv = kernel_scale_row(w, rb * KERNEL_BLOCK)[c0 / KERNEL_BLOCK];
+        smax = sv > smax ? sv : smax;
+    }
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; b++) {
+        const float *xb = x + (size_t)b * ldx;
+        __m256 mv = _mm256_setzero_ps();
+        int r = 0;
+        for (; r + 8 <= r1 - r0; r += 8) mv = _mm256_max_ps(mv, _mm256_and_ps(_mm256_loadu_ps(xb + r), abs));
+        _Alignas(32) float l[8];
+        _mm256_store_ps(l, mv);
+        float m = 0.0f;
+        for (int i = 0; i < 8; i++) m = l[i] > m ? l[i] : m;
+        for (; r < r1 - r0; r++) m = fabsf(xb[r]) > m ? fabsf(xb[r]) : m;
+        int e, k;
+        frexpf(m * smax, &e); /* every |x[r] * scale| < 2^e */
+        k = 100 - e;
+        k = k < 0 ? 0 : k > 120 ? 120 : k;
+        xmul[b] = ldexpf(1.0f, k);
+        ymul[b] = ldexpf(1.0f, 120 - k);
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) acc[b][t] = _mm256_setzero_ps();
+    }
+    for (int r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)kernel_weight_row(w, r) + c0;
+        float s = kernel_scale_row(w, r)[c0 / KERNEL_BLOCK];
+        _mm_prefetch((const char *)row + 64, _MM_HINT_T2);
+        __m256 wv[4];
+        fp8x32_to_f32bits(row, wv);
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++) {
+            __m256 a = _mm256_set1_ps(x[(size_t)b * ldx + (r - r0)] * s * xmul[b]);
+#pragma GCC unroll 4
+            for (int t = 0; t < 4; t++) acc[b][t] = _mm256_fmadd_ps(wv[t], a, acc[b][t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; b++) {
+        /* columns 16h + m: m < 8 alternate vectors 1 and 0, m >= 8 vectors 3 and 2, lane 4h + m / 2 % 4 */
+        __m256 ym = _mm256_set1_ps(ymul[b]), *a = acc[b];
+        __m256 lo10 = _mm256_unpacklo_ps(a[1], a[0]), hi10 = _mm256_unpackhi_ps(a[1], a[0]);
+        __m256 lo32 = _mm256_unpacklo_ps(a[3], a[2]), hi32 = _mm256_unpackhi_ps(a[3], a[2]);
+        float *yb = y + (size_t)b * ldy + c0;
+        _mm256_storeu_ps(yb, _mm256_mul_ps(_mm256_permute2f128_ps(lo10, hi10, 0x20), ym));
+        _mm256_storeu_ps(yb + 8, _mm256_mul_ps(_mm256_permute2f128_ps(lo32, hi32, 0x20), ym));
+        _mm256_storeu_ps(yb + 16, _mm256_mul_ps(_mm256_permute2f128_ps(lo10, hi10, 0x31), ym));
+        _mm256_storeu_ps(yb + 24, _mm256_mul_ps(_mm256_permute2f128_ps(lo32, hi32, 0x31), ym));
+    }
 }
 
 /* 32 consecutive floats (scaled by mul) in the conversion's order. */
