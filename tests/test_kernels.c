@@ -277,6 +277,24 @@ static void test_fp8_bytes_in_kernels(void)
         xt[b] = 0.0f;
     }
     free(q);
+    /* And every byte through the transposed product's whole tiles (64 columns: the fp32-bit-pattern
+     * decode, whose x factors are rescaled by a power of two per tile). */
+    int wide = 64;
+    uint8_t *qw = calloc((size_t)rows * wide, 1);
+    float yw[64];
+    for (int b = 0; b < rows; b++) qw[b * wide + b % wide] = (uint8_t)b;
+    qw[0x7F * wide + 0x7F % wide] = 0;
+    qw[0xFF * wide + 0xFF % wide] = 0;
+    matrix mw = { DTYPE_F8_E4M3, rows, wide, qw, scale };
+    for (int b = 0; b < rows; b++) {
+        xt[b] = 1.0f;
+        matvec_t_range(&mw, 0, rows, xt, rows, 1, yw, wide);
+        double want = (b & 0x7F) == 0x7F ? 0.0 : fp8_reference((uint8_t)b) * scale[b / 128];
+        CHECK((double)yw[b % wide] == want, "%s: fp8 byte 0x%02X through matvec_t_range's whole tiles gives %a, want %a",
+              cpu_path_name(kernels_path()), b, yw[b % wide], want);
+        xt[b] = 0.0f;
+    }
+    free(qw);
 }
 
 /* Every finite BF16 pattern through the kernels: a one-column matrix times 1. */
