@@ -379,20 +379,16 @@ INLINE void fp8_partial_to_f32bits(const uint8_t *q, int n, __m256 wv[4])
 }
 
 /* t_tile on 32 FP8 columns decoded as fp32 bit patterns (fp8 * 2^-120) instead of through fp16
- * (the fp16 route's conversions bound the absorbed query's transposed product). Each x row's
- * factors x[r] * scale are scaled by 2^k, k from a bound on their largest (max |x| times the
- * largest scale of the tile's blocks), so every product and sum is the fp16 route's times
- * 2^(k - 120) and y, scaled back, has the same bits. The lanes come out in the decode's column
- * order and are put back by unpacks and 128-bit permutes at the end. */
+ * (the fp16 route's conversions bound the absorbed query's transposed product); x's factors
+ * rescaled as t_tile_rescale says (the bound: max |x| times the largest scale of the tile's
+ * blocks), so every product and sum is the fp16 route's times 2^(k - 120) and y, scaled back, has
+ * the same bits. The lanes come out in the decode's column order and are put back by unpacks and
+ * 128-bit permutes at the end. */
 INLINE void t_tile_f8(int NB, const matrix *w, int r0, int r1, int c0, const float *x, int ldx, float *y, int ldy)
 {
-    float xmul[KERNEL_BATCH_GROUP], ymul[KERNEL_BATCH_GROUP], smax = 0.0f;
+    float xmul[KERNEL_BATCH_GROUP], ymul[KERNEL_BATCH_GROUP], smax = t_tile_scale_max(w, r0, r1, c0);
     __m256 acc[KERNEL_BATCH_GROUP][4];
     const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-    for (int rb = r0 / KERNEL_BLOCK; rb <= (r1 - 1) / KERNEL_BLOCK; rb++) {
-        float sv = kernel_scale_row(w, rb * KERNEL_BLOCK)[c0 / KERNEL_BLOCK];
-        smax = sv > smax ? sv : smax;
-    }
 #pragma GCC unroll 4
     for (int b = 0; b < NB; b++) {
         const float *xb = x + (size_t)b * ldx;
@@ -404,12 +400,7 @@ INLINE void t_tile_f8(int NB, const matrix *w, int r0, int r1, int c0, const flo
         float m = 0.0f;
         for (int i = 0; i < 8; i++) m = l[i] > m ? l[i] : m;
         for (; r < r1 - r0; r++) m = fabsf(xb[r]) > m ? fabsf(xb[r]) : m;
-        int e, k;
-        frexpf(m * smax, &e); /* every |x[r] * scale| < 2^e */
-        k = 100 - e;
-        k = k < 0 ? 0 : k > 120 ? 120 : k;
-        xmul[b] = ldexpf(1.0f, k);
-        ymul[b] = ldexpf(1.0f, 120 - k);
+        t_tile_rescale(m * smax, &xmul[b], &ymul[b]);
 #pragma GCC unroll 4
         for (int t = 0; t < 4; t++) acc[b][t] = _mm256_setzero_ps();
     }

@@ -341,19 +341,15 @@ INLINE void fp8_partial_to_f32bits(const uint8_t *q, int n, __m512 wv[4])
 }
 
 /* t_tile on 64 FP8 columns decoded as fp32 bit patterns (fp8 * 2^-120) instead of through fp16,
- * whose two vcvtph2ps per 32 weights bound the absorbed query's transposed product. Each x row's
- * factors x[r] * scale are scaled by 2^k, k from a bound on their largest (max |x| times the
- * largest scale of the tile's blocks), so every product and sum is the fp16 route's times
- * 2^(k - 120) and y, scaled back, has the same bits. The lanes come out in the decode's column
- * order (fp8x64_bits) and are put back by two two-source permutes and a blend per 16 columns. */
+ * whose two vcvtph2ps per 32 weights bound the absorbed query's transposed product; x's factors
+ * rescaled as t_tile_rescale says (the bound: max |x| times the largest scale of the tile's
+ * blocks), so every product and sum is the fp16 route's times 2^(k - 120) and y, scaled back, has
+ * the same bits. The lanes come out in the decode's column order (fp8x64_bits) and are put back
+ * by two two-source permutes and a blend per 16 columns. */
 INLINE void t_tile_f8(int NB, const matrix *w, int r0, int r1, int c0, const float *x, int ldx, float *y, int ldy)
 {
-    float xmul[KERNEL_BATCH_GROUP], ymul[KERNEL_BATCH_GROUP], smax = 0.0f;
+    float xmul[KERNEL_BATCH_GROUP], ymul[KERNEL_BATCH_GROUP], smax = t_tile_scale_max(w, r0, r1, c0);
     __m512 acc[KERNEL_BATCH_GROUP][4];
-    for (int rb = r0 / KERNEL_BLOCK; rb <= (r1 - 1) / KERNEL_BLOCK; rb++) {
-        float sv = kernel_scale_row(w, rb * KERNEL_BLOCK)[c0 / KERNEL_BLOCK];
-        smax = sv > smax ? sv : smax;
-    }
 #pragma GCC unroll 4
     for (int b = 0; b < NB; b++) {
         const float *xb = x + (size_t)b * ldx;
@@ -361,12 +357,7 @@ INLINE void t_tile_f8(int NB, const matrix *w, int r0, int r1, int c0, const flo
         int r = 0;
         for (; r + 16 <= r1 - r0; r += 16) mv = _mm512_max_ps(mv, _mm512_abs_ps(_mm512_loadu_ps(xb + r)));
         if (r < r1 - r0) mv = _mm512_max_ps(mv, _mm512_abs_ps(_mm512_maskz_loadu_ps((__mmask16)((1u << (r1 - r0 - r)) - 1), xb + r)));
-        int e, k;
-        frexpf(_mm512_reduce_max_ps(mv) * smax, &e); /* every |x[r] * scale| < 2^e */
-        k = 100 - e;
-        k = k < 0 ? 0 : k > 120 ? 120 : k;
-        xmul[b] = ldexpf(1.0f, k);
-        ymul[b] = ldexpf(1.0f, 120 - k);
+        t_tile_rescale(_mm512_reduce_max_ps(mv) * smax, &xmul[b], &ymul[b]);
 #pragma GCC unroll 4
         for (int t = 0; t < 4; t++) acc[b][t] = _mm512_setzero_ps();
     }

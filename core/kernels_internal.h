@@ -4,6 +4,7 @@
 #ifndef DSSPEC_KERNELS_INTERNAL_H
 #define DSSPEC_KERNELS_INTERNAL_H
 
+#include <math.h>
 #include "core/kernels.h"
 
 /* FP8 scales cover 128x128 blocks; the reductions are also cut at these column blocks for every
@@ -42,6 +43,31 @@ static inline int kernel_scale_cols(int cols) { return (cols + KERNEL_BLOCK - 1)
 static inline const float *kernel_scale_row(const matrix *w, int r)
 {
     return w->scale + (size_t)(r / KERNEL_BLOCK) * (size_t)kernel_scale_cols(w->cols);
+}
+
+/* The transposed FP8 tiles (t_tile_f8 in kernels_avx2.c and kernels_avx512.c) scale each row's
+ * factor x[r] * block scale by 2^k so that the fp32-bit-pattern weights (fp8 * 2^-120) give the
+ * fp16 route's products times 2^(k - 120). The largest block scale of column block c0 over rows
+ * [r0, r1); then, from a bound m on every |x[r] * scale|, x's factor 2^k and y's 2^(120 - k), k =
+ * 100 - e (m < 2^e) clamped to [0, 120] as for the GEMV's x. */
+static inline float t_tile_scale_max(const matrix *w, int r0, int r1, int c0)
+{
+    float smax = 0.0f;
+    for (int rb = r0 / KERNEL_BLOCK; rb <= (r1 - 1) / KERNEL_BLOCK; rb++) {
+        float s = kernel_scale_row(w, rb * KERNEL_BLOCK)[c0 / KERNEL_BLOCK];
+        smax = s > smax ? s : smax;
+    }
+    return smax;
+}
+
+static inline void t_tile_rescale(float m, float *xmul, float *ymul)
+{
+    int e, k;
+    frexpf(m, &e);
+    k = 100 - e;
+    k = k < 0 ? 0 : k > 120 ? 120 : k;
+    *xmul = ldexpf(1.0f, k);
+    *ymul = ldexpf(1.0f, 120 - k);
 }
 
 /* Bytes per weight of the three dtypes that have kernels. */
