@@ -3,7 +3,6 @@
  * transposed product goes through vcvtph2ps (see kernels_internal.h). The row loops and the batch
  * and tile drivers are shared with the AVX2 path: kernels_driver.h, included last. */
 #include <immintrin.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -167,24 +167,8 @@ static void gemm_range(const gemm_fn table[2][4], decode_fn decode, const matrix
  * f8_prepare_x, tile_stream_f8, decode_rows_f8 and tile_buf_f8 (kernels_avx2.c explains the
  * representation and why x is scaled by 2^k and permuted). */
 
-static inline float f8_pow2(int e)
-{
-    uint32_t bits = (uint32_t)(e + 127) << 23;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-/* The x row's scale exponent k: |x| < 2^e, k = 100 - e clamped to [0, 120]. */
-static inline int f8_x_exponent(const float *x, int n)
-{
-    float m = f8_abs_max(x, n);
-    uint32_t bits;
-    memcpy(&bits, &m, sizeof bits);
-    int e = (int)((bits >> 23) & 0xFF) - 126;
-    int k = 100 - e;
-    return k < 0 ? 0 : k > 120 ? 120 : k;
-}
+/* The x row's scale exponent k (f8_scale_exponent of max |x|). */
+static inline int f8_x_exponent(const float *x, int n) { return f8_scale_exponent(f8_abs_max(x, n)); }
 
 static inline int f8_padded(int cols) { return (cols + F8_GROUP - 1) / F8_GROUP * F8_GROUP; }
 

@@ -4,7 +4,8 @@
 #ifndef DSSPEC_KERNELS_INTERNAL_H
 #define DSSPEC_KERNELS_INTERNAL_H
 
-#include <math.h>
+#include <stdint.h>
+#include <string.h>
 #include "core/kernels.h"
 
 /* FP8 scales cover 128x128 blocks; the reductions are also cut at these column blocks for every
@@ -45,11 +46,32 @@ static inline const float *kernel_scale_row(const matrix *w, int r)
     return w->scale + (size_t)(r / KERNEL_BLOCK) * (size_t)kernel_scale_cols(w->cols);
 }
 
+/* 2^e for e in [-126, 127], by its bits. */
+static inline float f8_pow2(int e)
+{
+    uint32_t bits = (uint32_t)(e + 127) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* The FP8 paths decode weights as fp32 bit patterns, fp8 * 2^-120, so the values they multiply
+ * are scaled by 2^k to keep every product and sum normal: from a bound m on those values (m < 2^e,
+ * e from m's exponent bits), k = 100 - e clamped to [0, 120]; the result is scaled back by
+ * 2^(120 - k). */
+static inline int f8_scale_exponent(float m)
+{
+    uint32_t bits;
+    memcpy(&bits, &m, sizeof bits);
+    int e = (int)((bits >> 23) & 0xFF) - 126;
+    int k = 100 - e;
+    return k < 0 ? 0 : k > 120 ? 120 : k;
+}
+
 /* The transposed FP8 tiles (t_tile_f8 in kernels_avx2.c and kernels_avx512.c) scale each row's
- * factor x[r] * block scale by 2^k so that the fp32-bit-pattern weights (fp8 * 2^-120) give the
- * fp16 route's products times 2^(k - 120). The largest block scale of column block c0 over rows
- * [r0, r1); then, from a bound m on every |x[r] * scale|, x's factor 2^k and y's 2^(120 - k), k =
- * 100 - e (m < 2^e) clamped to [0, 120] as for the GEMV's x. */
+ * factor x[r] * block scale that way, the bound being max |x| times the largest block scale of
+ * column block c0 over rows [r0, r1), so that their products are the fp16 route's times
+ * 2^(k - 120). */
 static inline float t_tile_scale_max(const matrix *w, int r0, int r1, int c0)
 {
     float smax = 0.0f;
@@ -62,12 +84,9 @@ static inline float t_tile_scale_max(const matrix *w, int r0, int r1, int c0)
 
 static inline void t_tile_rescale(float m, float *xmul, float *ymul)
 {
-    int e, k;
-    frexpf(m, &e);
-    k = 100 - e;
-    k = k < 0 ? 0 : k > 120 ? 120 : k;
-    *xmul = ldexpf(1.0f, k);
-    *ymul = ldexpf(1.0f, 120 - k);
+    int k = f8_scale_exponent(m);
+    *xmul = f8_pow2(k);
+    *ymul = f8_pow2(120 - k);
 }
 
 /* Bytes per weight of the three dtypes that have kernels. */
@@ -84,9 +103,9 @@ static inline const void *kernel_weight_row(const matrix *w, int r)
 #define INLINE static inline __attribute__((always_inline))
 
 /* A single thread cannot keep enough DRAM reads in flight from demand loads and the hardware
- * prefetcher alone: ask for the bytes PREFETCH_BYTES ahead of where a row is being read. Two rows
- * are read side by side, so past the end of the row the next bytes needed are those of the row
- * after its sibling (rows + 2); with one row they simply follow. The lines go to L2, not L1
+ * prefetcher alone: ask for the bytes PREFETCH_BYTES ahead of where a row is being read. A tile reads
+ * rows side by side, so past the end of the row the next bytes needed are those of the same row
+ * of the next tile; with one row they simply follow. The lines go to L2, not L1
  * (__builtin_prefetch(p, 0, 1) is prefetcht2): PREFETCH_BYTES ahead of 8 rows side by side is
  * 32 KiB in flight, L1's whole size, and prefetched into L1 they evicted each other and the
  * prepared x before use (bench_gemv, 1 thread, weights from DRAM: FP8 gate/up 60% -> 81% of the
