@@ -368,10 +368,10 @@ static int pick_ready(const expert_cache *c, int layer, const int *experts, int 
     return *open_left ? -1 : any;
 }
 
-int expert_cache_acquire_any(void *cache, int layer, const int *experts, int n, int *which, expert_weights *out)
+/* The list checked and marked wanted (a no-op for keys already wanted); -1 with c->err. */
+static int begin_acquire(expert_cache *c, int layer, const int *experts, int n)
 {
-    expert_cache *c = cache;
-    if (n <= 0) { snprintf(c->err, sizeof c->err, "expert cache: acquire_any with an empty list"); return -1; }
+    if (n <= 0) { snprintf(c->err, sizeof c->err, "expert cache: acquire with an empty list"); return -1; }
     for (int i = 0; i < n; i++)
         if (key_of(c, layer, experts[i]) < 0) {
             snprintf(c->err, sizeof c->err, "expert cache: no expert %d in layer %d (%d layers x %d experts)",
@@ -379,18 +379,30 @@ int expert_cache_acquire_any(void *cache, int layer, const int *experts, int n, 
             return -1;
         }
     if (layer != c->cur_layer) begin_layer(c, layer);
-    for (int i = 0; i < n; i++) request_key(c, key_of(c, layer, experts[i])); /* no-op if wanted */
+    for (int i = 0; i < n; i++) request_key(c, key_of(c, layer, experts[i]));
+    return 0;
+}
+
+/* Pins a ready expert of the list: 0, or 1 when none is ready. */
+static int pin_ready(expert_cache *c, int layer, const int *experts, int n, int *which, expert_weights *out)
+{
+    int open_left, i = pick_ready(c, layer, experts, n, &open_left);
+    if (i < 0) return 1;
+    int k = key_of(c, layer, experts[i]), s = c->slot_of_key[k];
+    c->slot[s].pins++;
+    if (c->want_state[k] == WANT_OPEN) c->want_state[k] = WANT_TAKEN;
+    expert_reader_view(c->reader, layer, experts[i], slot_arena_slot(&c->arena, s), out);
+    *which = i;
+    return 0;
+}
+
+int expert_cache_acquire_any(void *cache, int layer, const int *experts, int n, int *which, expert_weights *out)
+{
+    expert_cache *c = cache;
+    if (begin_acquire(c, layer, experts, n)) return -1;
     for (;;) {
         if (reap(c, 0) < 0) return -1;
-        int open_left, i = pick_ready(c, layer, experts, n, &open_left);
-        if (i >= 0) {
-            int k = key_of(c, layer, experts[i]), s = c->slot_of_key[k];
-            c->slot[s].pins++;
-            if (c->want_state[k] == WANT_OPEN) c->want_state[k] = WANT_TAKEN;
-            expert_reader_view(c->reader, layer, experts[i], slot_arena_slot(&c->arena, s), out);
-            *which = i;
-            return 0;
-        }
+        if (pin_ready(c, layer, experts, n, which, out) == 0) return 0;
         start_pending_reads(c);
         if (c->failed_key >= 0) return -1;
         if (expert_reader_inflight(c->reader) == 0) {
@@ -403,6 +415,15 @@ int expert_cache_acquire_any(void *cache, int layer, const int *experts, int n, 
         c->stats.stall_ns += cache_now_ns() - t0;
         if (got < 0) return -1;
     }
+}
+
+int expert_cache_acquire_ready(void *cache, int layer, const int *experts, int n, int *which, expert_weights *out)
+{
+    expert_cache *c = cache;
+    if (begin_acquire(c, layer, experts, n) || reap(c, 0) < 0) return -1;
+    if (pin_ready(c, layer, experts, n, which, out) == 0) return 0;
+    start_pending_reads(c);
+    return c->failed_key >= 0 ? -1 : 1;
 }
 
 void expert_cache_release(void *cache, int layer, int expert)
@@ -462,6 +483,7 @@ int expert_cache_free_slots(const void *cache)
 expert_provider expert_cache_provider(expert_cache *c)
 {
     return (expert_provider){.self = c, .want = expert_cache_want, .acquire_any = expert_cache_acquire_any,
+                             .acquire_ready = expert_cache_acquire_ready,
                              .release = expert_cache_release, .prefetch = expert_cache_prefetch,
                              .error = expert_cache_error};
 }

@@ -72,7 +72,9 @@ static const char *direct_error(void *self) { return ((expert_direct *)self)->er
 
 expert_provider expert_direct_provider(expert_direct *d)
 {
-    return (expert_provider){d, direct_want, direct_acquire_any, direct_release, direct_prefetch, direct_error};
+    /* one expert held at a time: no acquire_ready */
+    return (expert_provider){.self = d, .want = direct_want, .acquire_any = direct_acquire_any, .release = direct_release,
+                             .prefetch = direct_prefetch, .error = direct_error};
 }
 
 void expert_direct_counts(const expert_direct *d, unsigned long long *experts, unsigned long long *bytes)

@@ -1,8 +1,8 @@
 /* The only door from the forward pass to routed-expert weights. core/ calls it and cannot depend on
  * what fills it, so it is a table. Two things fill it:
- *   expert_cache_provider (cache/expert_cache.h): expert_cache_want, expert_cache_acquire_any,
- *     expert_cache_release, expert_cache_prefetch, expert_cache_error — bounded RAM over the
- *     io_uring reader (io/expert_io.h), what the engine uses;
+ *   expert_cache_provider (cache/expert_cache.h): expert_cache_want, _acquire_any, _acquire_ready,
+ *     _release, _prefetch, _error — bounded RAM over the io_uring reader (io/expert_io.h), what the
+ *     engine uses;
  *   expert_direct_provider (core/expert_direct.h): reads each expert on every use, the reference
  *     path of `dsspec eval`.
  * The forward pass never learns whether an expert came from RAM, disk or a prefetch. */
@@ -26,6 +26,10 @@ typedef struct expert_provider {
     /* Pin one of experts[0..n) that is ready (waiting only if none is); *which is its index in the
      * list. Returns 0, or -1 on an I/O error (message from error()). */
     int (*acquire_any)(void *self, int layer, const int *experts, int n, int *which, expert_weights *out);
+    /* The same without waiting: 0 pinned, 1 when none is ready now, -1 on an I/O error. A provider
+     * that can hold several experts pinned at once fills it; NULL means one at a time, and the
+     * forward pass then takes and runs experts one by one. */
+    int (*acquire_ready)(void *self, int layer, const int *experts, int n, int *which, expert_weights *out);
     void (*release)(void *self, int layer, int expert);
     /* A guess for a later layer (router lookahead, MTP draft). May be ignored; never pins. */
     void (*prefetch)(void *self, int layer, const int *experts, int n);

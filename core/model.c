@@ -184,14 +184,15 @@ static void attention(model *m, int layer, kv_cache *kv, const float *xn, const 
 
 /* ---------- MLP and MoE ---------- */
 
-/* out[nb][H] = down(silu(gate x) * up x). */
-static void swiglu(model *m, const matrix *gate, const matrix *up, const matrix *down, const float *x, int nb, float *out)
+/* out[nb][H] = down(silu(gate x) * up x), on the pool's threads, or this thread's alone when
+ * pool is NULL (the same numbers: a row's products never depend on how rows are shared out). */
+static void swiglu(thread_pool *pool, const matrix *gate, const matrix *up, const matrix *down, const float *x, int nb,
+                   float *act, float *act2, float *out)
 {
-    float *act = m->scratch.act, *act2 = m->scratch.act2;
-    matvec(m->pool, gate, x, nb, act);
-    matvec(m->pool, up, x, nb, act2);
+    matvec(pool, gate, x, nb, act);
+    matvec(pool, up, x, nb, act2);
     for (size_t i = 0; i < (size_t)nb * gate->rows; i++) act[i] = silu(act[i]) * act2[i];
-    matvec(m->pool, down, act, nb, out);
+    matvec(pool, down, act, nb, out);
 }
 
 /* Predict the experts of layers l+1 .. l+depth from layer l's residual stream, normalized as each
@@ -248,43 +249,130 @@ static matrix expert_matrix(const uint8_t *data, const float *scale, int rows, i
     return (matrix){DTYPE_F8_E4M3, rows, cols, data, scale};
 }
 
-/* Expert e over every row that chose it: those rows gathered, one SwiGLU, each result copied to
- * its (row, choice) slot of scratch.results. */
-static void run_expert(model *m, int e, const expert_weights *w, const float *xn, int nb)
+/* Expert e over the rows from *b on that chose it, at most cap of them: their inputs gathered into
+ * xs, where each one's result goes into rows_of/slot_of, *b moved past the last. Returns how many. */
+static int gather_rows(const model *m, int e, const float *xn, int nb, int *b, int cap, float *xs, int *rows_of,
+                       int *slot_of)
 {
-    scratch *s = &m->scratch;
-    int H = m->cfg.hidden_size, I = m->cfg.moe_intermediate_size, k = m->router.top_k, cnt = 0;
-    for (int b = 0; b < nb; b++)
+    const scratch *s = &m->scratch;
+    int H = m->cfg.hidden_size, k = m->router.top_k, cnt = 0;
+    for (; *b < nb && cnt < cap; ++*b)
         for (int i = 0; i < k; i++)
-            if (s->routes[b].ids[i] == e) {
-                s->rows_of[cnt] = b;
-                s->slot_of[cnt] = i;
-                memcpy(s->xs + (size_t)cnt * H, xn + (size_t)b * H, H * sizeof(float));
+            if (s->routes[*b].ids[i] == e) {
+                rows_of[cnt] = *b;
+                slot_of[cnt] = i;
+                memcpy(xs + (size_t)cnt * H, xn + (size_t)*b * H, H * sizeof(float));
                 cnt++;
+                break; /* a row chooses an expert once */
             }
-    matrix g = expert_matrix(w->gate, w->gate_scale, I, H), u = expert_matrix(w->up, w->up_scale, I, H);
-    matrix d = expert_matrix(w->down, w->down_scale, H, I);
-    swiglu(m, &g, &u, &d, s->xs, cnt, s->ys);
-    for (int r = 0; r < cnt; r++)
-        memcpy(s->results + ((size_t)s->rows_of[r] * k + s->slot_of[r]) * H, s->ys + (size_t)r * H, H * sizeof(float));
+    return cnt;
 }
 
-/* The nu experts of scratch.uni, taken in whatever order the provider has them ready. */
+/* Each gathered row's output to its (row, choice) slot of scratch.results. */
+static void scatter_results(model *m, const float *ys, const int *rows_of, const int *slot_of, int cnt)
+{
+    int H = m->cfg.hidden_size, k = m->router.top_k;
+    for (int r = 0; r < cnt; r++)
+        memcpy(m->scratch.results + ((size_t)rows_of[r] * k + slot_of[r]) * H, ys + (size_t)r * H, H * sizeof(float));
+}
+
+static void expert_matrices(const model *m, const expert_weights *w, matrix *g, matrix *u, matrix *d)
+{
+    int H = m->cfg.hidden_size, I = m->cfg.moe_intermediate_size;
+    *g = expert_matrix(w->gate, w->gate_scale, I, H);
+    *u = expert_matrix(w->up, w->up_scale, I, H);
+    *d = expert_matrix(w->down, w->down_scale, H, I);
+}
+
+/* Expert e over every row that chose it, each of its matrices shared out over the pool by rows. */
+static void run_expert_on_pool(model *m, int e, const expert_weights *w, const float *xn, int nb)
+{
+    scratch *s = &m->scratch;
+    matrix g, u, d;
+    expert_matrices(m, w, &g, &u, &d);
+    int b = 0, cnt = gather_rows(m, e, xn, nb, &b, nb, s->xs, s->rows_of, s->slot_of);
+    swiglu(m->pool, &g, &u, &d, s->xs, cnt, s->act, s->act2, s->ys);
+    scatter_results(m, s->ys, s->rows_of, s->slot_of, cnt);
+}
+
+typedef struct {
+    model *m;
+    const float *xn;
+    int nb;
+    const int *experts;             /* the experts pinned together */
+    const expert_weights *w;
+} taken_job;
+
+static expert_piece *claim_piece(scratch *s, int threads)
+{
+    for (int t = 0;; t = (t + 1) % threads) {
+        int expected = 0;
+        if (atomic_compare_exchange_strong(&s->pieces[t].busy, &expected, 1)) return &s->pieces[t];
+    }
+}
+
+/* One pinned expert on one pool thread, EXPERT_PIECE_ROWS rows at a time, in a piece no other
+ * thread holds (at most one per thread runs at once, so one is always free). */
+static void run_taken_expert(void *arg, int i)
+{
+    const taken_job *j = arg;
+    scratch *s = &j->m->scratch;
+    expert_piece *p = claim_piece(s, thread_pool_size(j->m->pool));
+    int cap = s->max_rows < EXPERT_PIECE_ROWS ? s->max_rows : EXPERT_PIECE_ROWS;
+    matrix g, u, d;
+    expert_matrices(j->m, &j->w[i], &g, &u, &d);
+    for (int b = 0, cnt; (cnt = gather_rows(j->m, j->experts[i], j->xn, j->nb, &b, cap, p->xs, p->rows_of, p->slot_of)) > 0;) {
+        swiglu(NULL, &g, &u, &d, p->xs, cnt, p->act, p->act2, p->ys);
+        scatter_results(j->m, p->ys, p->rows_of, p->slot_of, cnt);
+    }
+    atomic_store(&p->busy, 0);
+}
+
+/* The n experts pinned together (experts[], w[]). Small experts leave the pool's threads waiting
+ * on each other when every matrix is shared out by rows (a 96 x 256 expert is 6 pieces of 16
+ * rows), so whole experts go to threads, as many as fill every thread equally; the rest, and a
+ * lone expert (from disk they come one by one), are shared out by rows. */
+static void run_taken_experts(model *m, const int *experts, const expert_weights *w, int n, const float *xn, int nb)
+{
+    int threads = thread_pool_size(m->pool), whole = n - n % threads;
+    if (whole > 1) {
+        taken_job j = {m, xn, nb, experts, w};
+        thread_pool_for(m->pool, whole, run_taken_expert, &j);
+    }
+    for (int i = whole > 1 ? whole : 0; i < n; i++) run_expert_on_pool(m, experts[i], &w[i], xn, nb);
+}
+
+/* The nu experts of scratch.uni, taken in whatever order the provider has them ready: one waited
+ * for, then every other already there, run together and released. A taken expert is swapped to
+ * the list's end, so the taken ones are uni[remaining..]. */
 static int routed_experts(model *m, int layer, const float *xn, int nb, int nu, expert_provider *ep, char *err, size_t errlen)
 {
     int *uni = m->scratch.uni;
-    for (int remaining = nu; remaining > 0; remaining--) {
-        int which;
-        expert_weights w;
-        if (ep->acquire_any(ep->self, layer, uni, remaining, &which, &w) != 0) {
+    expert_weights *w = m->scratch.taken;
+    for (int remaining = nu; remaining > 0;) {
+        int which, n = 0, rc = ep->acquire_any(ep->self, layer, uni, remaining, &which, &w[0]);
+        while (rc == 0) {
+            int e = uni[which];
+            uni[which] = uni[remaining - 1];
+            uni[--remaining] = e;
+            n++;
+            if (!ep->acquire_ready || remaining == 0) break;
+            rc = ep->acquire_ready(ep->self, layer, uni, remaining, &which, &w[n]);
+        }
+        if (rc < 0) {
+            for (int i = 0; i < n; i++) ep->release(ep->self, layer, uni[remaining + i]);
             error_set(err, errlen, "layer %d: %s", layer, ep->error ? ep->error(ep->self) : "expert read failed");
             return -1;
         }
-        int e = uni[which];
-        run_expert(m, e, &w, xn, nb);
-        ep->release(ep->self, layer, e);
-        uni[which] = uni[remaining - 1]; /* done: swap it out of the list */
-        uni[remaining - 1] = e;
+        /* uni[remaining..] holds them last taken first; w[] first taken first */
+        int *taken = uni + remaining;
+        for (int i = 0; i < n / 2; i++) {
+            int e = taken[i];
+            taken[i] = taken[n - 1 - i];
+            taken[n - 1 - i] = e;
+        }
+        run_taken_experts(m, taken, w, n, xn, nb);
+        for (int i = 0; i < n; i++) ep->release(ep->self, layer, taken[i]);
     }
     return 0;
 }
@@ -303,7 +391,7 @@ static int moe(model *m, int layer, const float *xn, const float *resid, int nb,
     ep->want(ep->self, layer, s->uni, nu);
     if (req && req->prefetch > 0) prefetch_ahead(m, layer, resid, nb, ep, req);
     if (routed_experts(m, layer, xn, nb, nu, ep, err, errlen)) return -1;
-    swiglu(m, &lw->gate, &lw->up, &lw->down, xn, nb, out); /* the shared expert */
+    swiglu(m->pool, &lw->gate, &lw->up, &lw->down, xn, nb, s->act, s->act2, out); /* the shared expert */
     for (int b = 0; b < nb; b++)
         for (int i = 0; i < k; i++) {
             const float *y = s->results + ((size_t)b * k + i) * H;
@@ -334,7 +422,7 @@ static int decoder_layer(model *m, int layer, kv_cache *kv, expert_provider *ep,
         /* A dense layer just before a MoE layer still gets that layer's experts read in while its
          * own MLP computes (R1's layer 2 -> 3). */
         if (req && req->prefetch > 0) prefetch_ahead(m, layer, x, nb, ep, req);
-        swiglu(m, &lw->gate, &lw->up, &lw->down, xn, nb, y);
+        swiglu(m->pool, &lw->gate, &lw->up, &lw->down, xn, nb, m->scratch.act, m->scratch.act2, y);
     }
     add_into(x, y, (size_t)nb * H);
     return 0;

@@ -4,6 +4,7 @@
 #ifndef DSSPEC_MODEL_INTERNAL_H
 #define DSSPEC_MODEL_INTERNAL_H
 
+#include <stdatomic.h>
 #include "core/attention.h"
 #include "core/kernels.h"
 #include "core/model.h"
@@ -24,6 +25,15 @@ typedef struct {
     int ids[MODEL_MAX_EXPERTS_PER_TOK];
     float weights[MODEL_MAX_EXPERTS_PER_TOK];
 } row_route;
+
+/* Up to EXPERT_PIECE_ROWS rows of one expert, gathered, on one pool thread (model.c's
+ * run_taken_experts): xs, ys [n][H], act, act2 [n][moe_intermediate]; rows_of, slot_of [n]. */
+#define EXPERT_PIECE_ROWS 32
+typedef struct {
+    float *xs, *ys, *act, *act2;
+    int *rows_of, *slot_of;
+    atomic_int busy;
+} expert_piece;
 
 /* Every buffer the forward and MTP passes write, carved from one allocation for batches of up to
  * max_rows rows attending over up to ctx positions (llama2.c's RunState): the hot path never
@@ -49,6 +59,8 @@ typedef struct {
     float *results;             /* [rows][k][H] each (row, choice)'s expert output */
     float *xs, *ys;             /* [rows][H] the rows of one expert, gathered */
     int *rows_of, *slot_of;     /* [rows] where each gathered row's result goes */
+    expert_weights *taken;      /* [min(rows * k, E)] the experts pinned for one run over the pool */
+    expert_piece *pieces;       /* [threads] one expert's rows at a time on each pool thread */
     float *prefetch_xn;         /* [rows][H] */
     float *prefetch_logits;     /* [rows][E] */
     int *guess;                 /* [rows][E] a later layer's experts, most likely first */

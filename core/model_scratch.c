@@ -17,6 +17,25 @@ static void *take(char *base, size_t *off, size_t count, size_t size)
 
 static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
+/* Each pool thread's expert piece: as many rows as a piece or a batch holds, whichever is fewer. */
+static void take_pieces(const model *m, int rows, char *base, size_t *off, scratch *s)
+{
+    int threads = thread_pool_size(m->pool);
+    size_t n = rows < EXPERT_PIECE_ROWS ? (size_t)rows : EXPERT_PIECE_ROWS;
+    size_t H = m->cfg.hidden_size, I = m->cfg.moe_intermediate_size;
+    s->pieces = take(base, off, (size_t)threads, sizeof *s->pieces);
+    for (int t = 0; t < threads; t++) {
+        expert_piece *p = base ? &s->pieces[t] : &(expert_piece){0};
+        p->xs = take(base, off, n * H, sizeof(float));
+        p->ys = take(base, off, n * H, sizeof(float));
+        p->act = take(base, off, n * I, sizeof(float));
+        p->act2 = take(base, off, n * I, sizeof(float));
+        p->rows_of = take(base, off, n, sizeof(int));
+        p->slot_of = take(base, off, n, sizeof(int));
+        atomic_init(&p->busy, 0);
+    }
+}
+
 /* Lays the buffers out for rows rows; returns the arena's size. Nothing in it grows with the
  * context: attention keeps a running softmax instead of a score per position. */
 static size_t carve(const model *m, int rows, char *base, scratch *s)
@@ -48,6 +67,8 @@ static size_t carve(const model *m, int rows, char *base, scratch *s)
     TAKE(ys, n * H);
     TAKE(rows_of, n);
     TAKE(slot_of, n);
+    TAKE(taken, n * k < E ? n * k : E);
+    take_pieces(m, rows, base, &off, s);
     TAKE(prefetch_xn, n * H);
     TAKE(prefetch_logits, n * E);
     TAKE(guess, n * E);

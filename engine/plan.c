@@ -239,7 +239,7 @@ static void choose_kv_dtype(dsspec_options *o, const model_config *c, dsspec_pla
 }
 
 /* The default prompt rows per prefill pass: as many as fit a quarter of what the budget leaves
- * after resident weights and KV (the rest stays for expert slots), at most ctx. A MoE layer reads
+ * after resident weights, KV and the smallest cache (the rest stays for expert slots), at most ctx. A MoE layer reads
  * each expert a chunk needs once for all its rows, so the longer the chunk, the fewer times a long
  * prompt streams the experts; at least 2 rows (the verify pass). */
 /* The arena plus the decode loop's hidden states, [rows][H] floats. */
@@ -250,7 +250,9 @@ static uint64_t rows_bytes(const model *m, int rows, int ctx)
 
 static int prefill_chunk_from_budget(const model *m, const dsspec_plan *p, int ctx, uint64_t kernel_bytes)
 {
-    uint64_t fixed = p->resident + p->kv + loop_buffer_bytes(model_get_config(m)) + kernel_bytes;
+    /* the smallest cache that runs stays out of it: the context was sized beside that cache */
+    uint64_t fixed = p->resident + p->kv + loop_buffer_bytes(model_get_config(m)) + kernel_bytes +
+                     (uint64_t)p->min_slots * p->slot_bytes;
     uint64_t room = p->budget > fixed ? (p->budget - fixed) / 4 : 0;
     int lo = 2, hi = ctx > 2 ? ctx : 2;
     if (rows_bytes(m, hi, ctx) <= room) return hi;

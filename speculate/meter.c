@@ -72,6 +72,12 @@ static int meter_acquire_any(void *self, int layer, const int *experts, int n, i
     return rc;
 }
 
+static int meter_acquire_ready(void *self, int layer, const int *experts, int n, int *which, expert_weights *out)
+{
+    expert_meter *mt = self;
+    return mt->inner->acquire_ready(mt->inner->self, layer, experts, n, which, out);
+}
+
 static void meter_release(void *self, int layer, int expert)
 {
     expert_meter *mt = self;
@@ -143,6 +149,7 @@ void meter_init(expert_meter *mt, expert_provider *inner, const gen_options *o, 
     mt->self = (expert_provider){.self = mt, .want = meter_want, .acquire_any = meter_acquire_any,
                                  .release = meter_release, .prefetch = meter_prefetch, .error = meter_error};
     mt->inner = inner;
+    if (inner->acquire_ready) mt->self.acquire_ready = meter_acquire_ready;
     mt->resident = o->expert_resident;
     mt->free_slots = o->expert_free_slots;
     mt->resident_ctx = o->resident_ctx;

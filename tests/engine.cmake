@@ -22,6 +22,12 @@ target_link_libraries(test_embedded PRIVATE engine_test_util dsspec_engine)
 add_test(NAME engine_embedded_model COMMAND test_embedded ${CMAKE_SOURCE_DIR}/models/dsspec-tiny
          ${CMAKE_SOURCE_DIR}/tools/embedded/heldout_ids.json ${CMAKE_SOURCE_DIR}/tools/embedded)
 
+# Experts run together on the pool or one by one: the same logits, bit for bit.
+add_executable(test_expert_groups ${CMAKE_SOURCE_DIR}/tests/engine/test_expert_groups.c)
+target_link_libraries(test_expert_groups PRIVATE engine_test_util dsspec_engine)
+add_test(NAME engine_expert_groups COMMAND test_expert_groups ${CMAKE_SOURCE_DIR}/models/dsspec-tiny
+         ${CMAKE_SOURCE_DIR}/tools/embedded/heldout_ids.json)
+
 # Sessions: SIGKILLed runs resume to exactly the uninterrupted output; damaged files; refusals.
 add_executable(test_session ${CMAKE_SOURCE_DIR}/tests/engine/test_session.c)
 add_test(NAME engine_session COMMAND test_session $<TARGET_FILE:dsspec> ${CMAKE_SOURCE_DIR}/models/dsspec-tiny

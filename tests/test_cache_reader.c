@@ -52,15 +52,26 @@ static void walk(const checkpoint *ck, io_backend backend, cache_policy_kind kin
             requests += (uint64_t)n;
             int guess[4] = {rng_below(&rng, E), rng_below(&rng, E), 0, 1};
             p.prefetch(p.self, l + 1 < layers ? l + 1 : l, guess, 4);
+            /* On odd steps as the forward pass takes them: one waited for, then every other one
+             * ready now, all pinned together, each still intact once the last is pinned. */
             while (n > 0) {
-                int which;
-                expert_weights w;
-                int rc = p.acquire_any(p.self, l, list, n, &which, &w);
+                int which, held[64], nh = 0;
+                expert_weights w[64];
+                int rc = p.acquire_any(p.self, l, list, n, &which, &w[0]);
                 CHECK(rc == 0, "acquire: %s", p.error(p.self));
                 if (rc) break;
-                CHECK(weights_match(ck, l, list[which], &w), "layer %d expert %d", l, list[which]);
-                p.release(p.self, l, list[which]);
-                list[which] = list[--n];
+                do {
+                    held[nh++] = list[which];
+                    list[which] = list[--n];
+                } while (step % 2 && n > 0 && (rc = p.acquire_ready(p.self, l, list, n, &which, &w[nh])) == 0);
+                CHECK(rc >= 0, "acquire_ready: %s", p.error(p.self));
+                CHECK(nh <= n_slots, "%d experts pinned in %d slots", nh, n_slots);
+                for (int i = 0; i < nh; i++) {
+                    CHECK(weights_match(ck, l, held[i], &w[i]), "layer %d expert %d (%d of %d pinned together)", l,
+                          held[i], i + 1, nh);
+                    p.release(p.self, l, held[i]);
+                }
+                if (rc < 0) break;
             }
         }
     expert_cache_stats s;
