@@ -115,7 +115,7 @@ static void queries(model *m, const layer_weights *lw, const float *xn, const in
     rmsnorm_rows(s->qa, lw->q_a_norm, c->q_lora_rank, LATENT_NORM_EPS, nb, s->qa);
     matvec(m->pool, &lw->q_b, s->qa, nb, s->q);
     for (int b = 0; b < nb; b++)
-        for (int h = 0; h < heads; h++) rope_apply(&m->rope, s->q + ((size_t)b * heads + h) * qk + nope, pos[b]);
+        rope_apply_heads(&m->rope, s->q + (size_t)b * heads * qk + nope, (size_t)qk, heads, pos[b]);
 }
 
 /* Absorbed MLA in three stages over a batch of rows:

@@ -50,13 +50,23 @@ void rope_init(rope_table *r, const model_config *c)
     r->attention_factor = yarn_mscale(y->factor, y->mscale) / yarn_mscale(y->factor, y->mscale_all_dim);
 }
 
-void rope_apply(const rope_table *r, float *vec, int pos)
+void rope_apply_heads(const rope_table *r, float *vec, size_t stride, int n, int pos)
 {
+    /* the angles once for all n vectors (R1's 128 heads would take 4,096 sin/cos a row) */
+    double cs[MODEL_MAX_ROPE_DIM / 2], sn[MODEL_MAX_ROPE_DIM / 2];
     for (int i = 0; i < r->dim / 2; i++) {
         double angle = (double)pos * r->inv_freq[i];
-        double cs = cos(angle) * r->attention_factor, sn = sin(angle) * r->attention_factor;
-        double a = vec[2 * i], b = vec[2 * i + 1];
-        vec[2 * i] = (float)(a * cs - b * sn);
-        vec[2 * i + 1] = (float)(a * sn + b * cs);
+        cs[i] = cos(angle) * r->attention_factor;
+        sn[i] = sin(angle) * r->attention_factor;
+    }
+    for (int h = 0; h < n; h++) {
+        float *v = vec + (size_t)h * stride;
+        for (int i = 0; i < r->dim / 2; i++) {
+            double a = v[2 * i], b = v[2 * i + 1];
+            v[2 * i] = (float)(a * cs[i] - b * sn[i]);
+            v[2 * i + 1] = (float)(a * sn[i] + b * cs[i]);
+        }
     }
 }
+
+void rope_apply(const rope_table *r, float *vec, int pos) { rope_apply_heads(r, vec, 0, 1, pos); }

@@ -3,6 +3,7 @@
 #ifndef DSSPEC_ROPE_H
 #define DSSPEC_ROPE_H
 
+#include <stddef.h>
 #include "core/checkpoint.h"
 
 typedef struct {
@@ -15,6 +16,8 @@ typedef struct {
 void rope_init(rope_table *r, const model_config *c);
 /* Rotate vec[0..dim) in place for position pos. */
 void rope_apply(const rope_table *r, float *vec, int pos);
+/* The same for n vectors stride floats apart (every head of a query row). */
+void rope_apply_heads(const rope_table *r, float *vec, size_t stride, int n, int pos);
 /* mscale(scale, m) = 0.1 * m * ln(scale) + 1 for scale > 1, else 1 (DeepSeek's yarn_get_mscale). */
 double yarn_mscale(double scale, double m);
 /* The softmax scale of MLA: (nope + rope)^-0.5 * mscale(factor, mscale_all_dim)^2 under YaRN. */
