@@ -55,24 +55,9 @@ typedef struct {
                                 st->accepted it calibrates a draft's odds of acceptance */
     double pending_p;        /* that probability for the draft the next verify checks */
     double debt;
-    int since_explore;
-    int explore_gap;         /* steps between tries: EXPLORE_GAP_MIN, doubled by each try that left
-                                the pick as it was, back to the minimum when the pick changes */
-    int last_pick;           /* the estimates' pick at the previous step (1: draft), -1 none yet */
-    double explore_budget;   /* seconds exploration may still lose: 1/EXPLORE_SHARE of each step */
+    explore_schedule explore;
 } draft_policy;
 
-/* The mode the estimates do not pick is tried at most once per explore_gap steps and only while
- * what such tries lost (estimated) stays under 1/EXPLORE_SHARE of the run's time: a try that costs
- * ten plain steps (a cold MTP layer) waits ten times longer than one that costs one. */
-enum { EXPLORE_GAP_MIN = 32, EXPLORE_SHARE = 64 };
-/* ... and at least once per 4 x explore_gap steps whatever the budget: an estimate taken at a bad
- * moment (the cold cache of the first steps, a preempted pass) must not stand for the whole run.
- * The gap doubles, up to EXPLORE_GAP_CAP, while tries leave the pick unchanged: the estimated loss
- * of a try misses what it does to a small cache (a draft pass reads the MTP layer's experts over
- * hot ones; measured on the embedded model at 12 slots, a try every 32 steps cost 10% of the run
- * where its estimate said under 2%). */
-enum { EXPLORE_GAP_CAP = 512 };
 enum { MTP_KV_BATCH = 16 }; /* KV-only MTP rows written per pass at most (within the reserved rows) */
 
 typedef struct {
@@ -304,17 +289,9 @@ static int choose_draft(decoder *d)
     double draft_cost = p->verify_pass.v + p->mtp_draft.v + (p->draft_charge.n ? p->draft_charge.v : 0);
     double plain_cost = p->plain_pass.v + p->mtp_kv.v;
     int best = (1 + a) / draft_cost > 1 / plain_cost;
-    if (p->last_pick >= 0 && best != p->last_pick) p->explore_gap = EXPLORE_GAP_MIN;
-    p->last_pick = best;
     /* what one step of the other mode loses against the pick, for the tokens it yields */
     double loss = best ? plain_cost - draft_cost / (1 + a) : draft_cost - (1 + a) * plain_cost;
-    p->explore_budget += (best ? draft_cost : plain_cost) / EXPLORE_SHARE;
-    if (loss < 0) loss = 0;
-    ++p->since_explore;
-    if ((p->since_explore >= p->explore_gap && p->explore_budget >= loss) || p->since_explore >= 4 * p->explore_gap) {
-        p->since_explore = 0;
-        p->explore_budget -= loss;
-        p->explore_gap = 2 * p->explore_gap < EXPLORE_GAP_CAP ? 2 * p->explore_gap : EXPLORE_GAP_CAP;
+    if (explore_schedule_step(&p->explore, best, best ? draft_cost : plain_cost, loss)) {
         if (best) st->no_draft_explore++;
         else st->draft_explore++;
         return !best;
@@ -517,9 +494,9 @@ int generate(model *m, expert_provider *ep, const int *prompt, int n_prompt, con
     gen_options opts = *o;
     opts.prefill_chunk = chunk;
     decoder d = {.m = m, .ep = ep, .o = &opts, .st = st, .n_prompt = n_prompt, .V = c->vocab_size, .H = c->hidden_size,
-                 .rng_base = o->sampler->state, .pol = {.explore_gap = EXPLORE_GAP_MIN, .last_pick = -1},
-                 .err = err, .errlen = errlen};
+                 .rng_base = o->sampler->state, .err = err, .errlen = errlen};
     int rc = -1;
+    explore_schedule_init(&d.pol.explore);
     d.kv = o->kv;
     d.mtp_kv = o->mtp ? o->mtp_kv : NULL;
     int ready = gen_kv_caches(m, o, &d.kv, &d.mtp_kv, err, errlen) == 0;

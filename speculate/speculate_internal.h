@@ -7,6 +7,27 @@
 
 enum { METER_MAX_K = 16 };
 
+/* --mtp auto's tries of the mode its estimates do not pick (speculate/explore.c). A try comes at
+ * most once per gap steps and only while what tries lost (estimated) stays under 1/EXPLORE_SHARE
+ * of the run's time, so a try that costs ten plain steps waits ten times longer than one that
+ * costs one; and at least once per 4 x gap steps whatever the budget, so that an estimate taken at
+ * a bad moment (the cold cache of the first steps, a preempted pass) does not stand for the whole
+ * run. The gap starts at EXPLORE_GAP_MIN and doubles with each try, up to EXPLORE_GAP_CAP, while
+ * the pick stays the same: a try's estimated loss misses what it does to a small cache (a draft
+ * pass reads the MTP layer's experts over hot ones; measured on the embedded model at 12 slots, a
+ * try every 32 steps cost 10% of the run where its estimate said under 2%). */
+enum { EXPLORE_GAP_MIN = 32, EXPLORE_GAP_CAP = 512, EXPLORE_SHARE = 64 };
+typedef struct {
+    int since;       /* steps since the last try */
+    int gap;
+    int last_pick;   /* the previous step's pick (1: draft), -1 before the first */
+    double budget;   /* seconds tries may still lose */
+} explore_schedule;
+void explore_schedule_init(explore_schedule *s);
+/* One step: pick is what the estimates prefer, step_cost the picked mode's estimated seconds, loss
+ * what a step of the other mode would lose against it. 1: try the other mode now. */
+int explore_schedule_step(explore_schedule *s, int pick, double step_cost, double loss);
+
 /* What a pass is, for the meter: every row the main model's (prefill, plain, row 1 of a verify);
  * a verify pass whose row 1 is a draft; the MTP layer drafting (all of its experts the draft's). */
 typedef enum { PASS_PLAIN = 0, PASS_VERIFY, PASS_DRAFT } meter_pass;

@@ -6,3 +6,8 @@ target_link_libraries(test_speculate PRIVATE engine_test_util dsspec_speculate d
 add_test(NAME speculate_invariants COMMAND test_speculate ${CMAKE_SOURCE_DIR}/models/dsspec-tiny
          ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_r1 ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_b)
 
+
+# --mtp auto's try schedule on hand-worked step sequences.
+add_executable(test_explore ${CMAKE_SOURCE_DIR}/tests/speculate/test_explore.c)
+target_link_libraries(test_explore PRIVATE dsspec_speculate)
+add_test(NAME speculate_explore COMMAND test_explore)
