@@ -475,6 +475,15 @@ int expert_cache_resident(const void *cache, int layer, int expert)
     return k >= 0 && c->slot_of_key[k] >= 0;
 }
 
+int expert_cache_holds_layer(void *cache, int layer)
+{
+    const expert_cache *c = cache;
+    if (layer < 0 || layer >= c->n_layers) return 0;
+    for (int e = 0; e < c->n_experts; e++)
+        if (c->slot_of_key[layer * c->n_experts + e] < 0) return 0;
+    return 1;
+}
+
 int expert_cache_free_slots(const void *cache)
 {
     return ((const expert_cache *)cache)->n_free;
@@ -485,6 +494,7 @@ expert_provider expert_cache_provider(expert_cache *c)
     return (expert_provider){.self = c, .want = expert_cache_want, .acquire_any = expert_cache_acquire_any,
                              .acquire_ready = expert_cache_acquire_ready,
                              .release = expert_cache_release, .prefetch = expert_cache_prefetch,
+                             .holds_layer = expert_cache_holds_layer,
                              .error = expert_cache_error};
 }
 

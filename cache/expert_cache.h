@@ -3,8 +3,8 @@
  * drives the same policy code offline next to Belady's optimum.
  *
  * The path to an expert: the forward pass calls core/expert_provider.h's table; this cache fills
- * it with expert_cache_want / _acquire_any / _acquire_ready / _release / _prefetch / _error
- * (declared below, defined in cache/expert_cache.c), which read slots through io/expert_io.h's
+ * it with expert_cache_want / _acquire_any / _acquire_ready / _release / _prefetch / _holds_layer /
+ * _error (declared below, defined in cache/expert_cache.c), which read slots through io/expert_io.h's
  * expert_reader_*.
  *
  * Keys: the policy and the simulator see an expert as key = layer * n_experts + expert.
@@ -130,6 +130,8 @@ int expert_cache_acquire_any(void *cache, int layer, const int *experts, int n, 
  * a failed read. */
 int expert_cache_acquire_ready(void *cache, int layer, const int *experts, int n, int *which,
                                expert_weights *out);
+/* 1 when every expert of the layer has a slot (READY or LOADING): a guess for it changes nothing. */
+int expert_cache_holds_layer(void *cache, int layer);
 /* Unpins; the slot may then take the layer's next pending read. */
 void expert_cache_release(void *cache, int layer, int expert);
 /* A guess for a later layer: reads start, in the order given (most confident first), into free

@@ -1,7 +1,7 @@
 /* The only door from the forward pass to routed-expert weights. core/ calls it and cannot depend on
  * what fills it, so it is a table. Two things fill it:
  *   expert_cache_provider (cache/expert_cache.h): expert_cache_want, _acquire_any, _acquire_ready,
- *     _release, _prefetch, _error — bounded RAM over the io_uring reader (io/expert_io.h), what the
+ *     _release, _prefetch, _holds_layer, _error — bounded RAM over the io_uring reader (io/expert_io.h), what the
  *     engine uses;
  *   expert_direct_provider (core/expert_direct.h): reads each expert on every use, the reference
  *     path of `dsspec eval`.
@@ -33,6 +33,9 @@ typedef struct expert_provider {
     void (*release)(void *self, int layer, int expert);
     /* A guess for a later layer (router lookahead, MTP draft). May be ignored; never pins. */
     void (*prefetch)(void *self, int layer, const int *experts, int n);
+    /* 1 when every expert of the layer holds a slot (read or being read), so a guess for it would
+     * change nothing and the forward pass need not compute one. NULL: never known. */
+    int (*holds_layer)(void *self, int layer);
     const char *(*error)(void *self);
 } expert_provider;
 

@@ -199,7 +199,8 @@ static void swiglu(thread_pool *pool, const matrix *gate, const matrix *up, cons
  * of those layers will normalize its own: the stream changes little per layer, so a later layer's
  * router applied now is a cheap guess to read while layer l's experts compute. Each layer's guesses
  * go out most confident first (router_rank), the rows interleaved rank by rank, and nearer layers
- * first: their reads are needed sooner. The cache drops guesses it already holds. */
+ * first: their reads are needed sooner. The cache drops guesses it already holds, and a layer it
+ * holds whole (every expert cached: a small model, a large budget) gets no guesses at all. */
 static void prefetch_ahead(model *m, int layer, const float *resid, int nb, expert_provider *ep, const forward_request *req)
 {
     scratch *s = &m->scratch;
@@ -209,7 +210,7 @@ static void prefetch_ahead(model *m, int layer, const float *resid, int nb, expe
         int next = layer + d;
         if (next >= m->cfg.num_hidden_layers) return;
         const layer_weights *nl = &m->layers[next];
-        if (!nl->is_moe) continue;
+        if (!nl->is_moe || (ep->holds_layer && ep->holds_layer(ep->self, next))) continue;
         rmsnorm_rows(resid, nl->post_norm, m->cfg.hidden_size, m->cfg.rms_norm_eps, nb, s->prefetch_xn);
         matvec(m->pool, &nl->router, s->prefetch_xn, nb, s->prefetch_logits);
         for (int b = 0; b < nb; b++)

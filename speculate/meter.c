@@ -78,6 +78,12 @@ static int meter_acquire_ready(void *self, int layer, const int *experts, int n,
     return mt->inner->acquire_ready(mt->inner->self, layer, experts, n, which, out);
 }
 
+static int meter_holds_layer(void *self, int layer)
+{
+    expert_meter *mt = self;
+    return mt->inner->holds_layer(mt->inner->self, layer);
+}
+
 static void meter_release(void *self, int layer, int expert)
 {
     expert_meter *mt = self;
@@ -150,6 +156,7 @@ void meter_init(expert_meter *mt, expert_provider *inner, const gen_options *o, 
                                  .release = meter_release, .prefetch = meter_prefetch, .error = meter_error};
     mt->inner = inner;
     if (inner->acquire_ready) mt->self.acquire_ready = meter_acquire_ready;
+    if (inner->holds_layer) mt->self.holds_layer = meter_holds_layer;
     mt->resident = o->expert_resident;
     mt->free_slots = o->expert_free_slots;
     mt->resident_ctx = o->resident_ctx;
