@@ -88,6 +88,42 @@ static void walk(const checkpoint *ck, io_backend backend, cache_policy_kind kin
     expert_reader_free(r);
 }
 
+/* holds_layer: 0 for a layer with an expert never read, 1 once every expert of the layer has been
+ * read into the cache (as many slots as a layer has experts), 0 again after one is pushed out. */
+static void holds_layer(const checkpoint *ck)
+{
+    char err[512];
+    const model_config *cfg = &ck->cfg;
+    int E = cfg->n_routed_experts, layers = config_total_layers(cfg), a = -1, b = -1;
+    for (int l = 0; l < layers; l++)
+        if (config_layer_is_moe(cfg, l)) { if (a < 0) a = l; else if (b < 0) b = l; }
+    CHECK(b >= 0 && E <= 256, "%s: holds_layer needs two MoE layers of at most 256 experts (%d experts)", ck->dir, E);
+    if (b < 0 || E > 256) return;
+    expert_reader *r = expert_reader_create(ck, IO_BACKEND_AUTO, 4, err, sizeof err);
+    expert_cache *c = r ? expert_cache_create(ck, r, E, CACHE_POLICY_LRU, err, sizeof err) : NULL;
+    CHECK(c != NULL, "cache: %s", err);
+    if (!c) { expert_reader_free(r); return; }
+    expert_provider p = expert_cache_provider(c);
+    CHECK(!p.holds_layer(p.self, a), "layer %d held before any read", a);
+    int list[256], n;
+    for (int l = a; l >= 0; l = l == a ? b : -1) {
+        for (n = 0; n < E; n++) list[n] = n;
+        p.want(p.self, l, list, n);
+        while (n > 0) {
+            int which;
+            expert_weights w;
+            if (p.acquire_any(p.self, l, list, n, &which, &w)) { CHECK(0, "acquire: %s", p.error(p.self)); break; }
+            p.release(p.self, l, list[which]);
+            list[which] = list[--n];
+        }
+        if (l == a) CHECK(p.holds_layer(p.self, a), "layer %d not held after reading all %d experts into %d slots", a, E, E);
+    }
+    CHECK(!p.holds_layer(p.self, a), "layer %d still held after layer %d's %d experts took every slot", a, b, E);
+    CHECK(p.holds_layer(p.self, b), "layer %d not held after reading all of it", b);
+    expert_cache_free(c);
+    expert_reader_free(r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) { fprintf(stderr, "usage: test_cache_reader FIXTURE_DIR...\n"); return 2; }
@@ -100,6 +136,7 @@ int main(int argc, char **argv)
         walk(ck, IO_BACKEND_PREAD, CACHE_POLICY_ARC, 3, 0);
         walk(ck, IO_BACKEND_AUTO, CACHE_POLICY_LRU, 40, 0);
         walk(ck, IO_BACKEND_AUTO, CACHE_POLICY_LFU, 4, 1);
+        holds_layer(ck);
         checkpoint_close(ck);
     }
     return check_report("test_cache_reader");
