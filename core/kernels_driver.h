@@ -291,6 +291,24 @@ static void f8_gemm_range(const matrix *w, int r0, int r1, const float *x, int l
     }
 }
 
+/* Batches of up to F8_STREAM_GROUPS_MAX x rows stream the weights once per KERNEL_STREAM_MAX of
+ * them instead of running the GEMM: decoded in registers and used four times, FP8 weights keep
+ * the FMAs busier than decoded once into L1 and reloaded (bench_gemv, 1 thread, AVX-512, R1's
+ * shapes: streaming 4 rows 66-75% of the FMA peak; the GEMM 36-46% at 8 rows, 48-56% at 16,
+ * 55-63% at 32; the embedded model's experts 38% against 31% at 6 rows). The price is reading
+ * the weights nb / 4 times: at 4 rows a thread streams ~11 GB/s, which a few threads' share of
+ * the memory bandwidth affords and many would not, so large batches (prefill's attention and
+ * dense layers) keep the GEMM's one read per 32 rows. */
+enum { F8_STREAM_GROUPS_MAX = 16 };
+
+static void f8_stream_groups(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy)
+{
+    for (int b = 0; b < nb; b += KERNEL_STREAM_MAX) {
+        int n = nb - b < KERNEL_STREAM_MAX ? nb - b : KERNEL_STREAM_MAX;
+        f8_stream_range(w, r0, r1, x + (size_t)b * ldx, ldx, n, y + (size_t)b * ldy, ldy);
+    }
+}
+
 void KERNEL_ISA_NAME(matvec_range, KERNEL_ISA)(const matrix *w, int r0, int r1, const float *x, int ldx, int nb,
                                                float *y, int ldy)
 {
@@ -300,6 +318,7 @@ void KERNEL_ISA_NAME(matvec_range, KERNEL_ISA)(const matrix *w, int r0, int r1, 
     switch (w->dtype) {
     case DTYPE_F8_E4M3:
         if (nb <= KERNEL_STREAM_MAX) f8_stream_range(w, r0, r1, x, ldx, nb, y, ldy);
+        else if (nb <= F8_STREAM_GROUPS_MAX) f8_stream_groups(w, r0, r1, x, ldx, nb, y, ldy);
         else f8_gemm_range(w, r0, r1, x, ldx, nb, y, ldy);
         return;
     case DTYPE_BF16: stream = stream_bf16_table; gemm = gemm_bf16_table; decode = gemm_bf16_decode; break;
