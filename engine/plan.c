@@ -239,7 +239,8 @@ static void choose_kv_dtype(dsspec_options *o, const model_config *c, dsspec_pla
 }
 
 /* The default prompt rows per prefill pass: as many as fit a quarter of what the budget leaves
- * after resident weights, KV and the smallest cache (the rest stays for expert slots), at most ctx. A MoE layer reads
+ * after resident weights and KV (the rest stays for expert slots), less when that quarter would
+ * leave fewer slots than the smallest cache that runs, at most ctx. A MoE layer reads
  * each expert a chunk needs once for all its rows, so the longer the chunk, the fewer times a long
  * prompt streams the experts; at least 2 rows (the verify pass). */
 /* The arena plus the decode loop's hidden states, [rows][H] floats. */
@@ -250,10 +251,11 @@ static uint64_t rows_bytes(const model *m, int rows, int ctx)
 
 static int prefill_chunk_from_budget(const model *m, const dsspec_plan *p, int ctx, uint64_t kernel_bytes)
 {
-    /* the smallest cache that runs stays out of it: the context was sized beside that cache */
-    uint64_t fixed = p->resident + p->kv + loop_buffer_bytes(model_get_config(m)) + kernel_bytes +
-                     (uint64_t)p->min_slots * p->slot_bytes;
-    uint64_t room = p->budget > fixed ? (p->budget - fixed) / 4 : 0;
+    uint64_t fixed = p->resident + p->kv + loop_buffer_bytes(model_get_config(m)) + kernel_bytes;
+    uint64_t left = p->budget > fixed ? p->budget - fixed : 0, min_cache = (uint64_t)p->min_slots * p->slot_bytes;
+    /* a quarter, but never the smallest cache that runs: the context was sized beside that cache */
+    uint64_t above_min = left > min_cache ? left - min_cache : 0;
+    uint64_t room = left / 4 < above_min ? left / 4 : above_min;
     int lo = 2, hi = ctx > 2 ? ctx : 2;
     if (rows_bytes(m, hi, ctx) <= room) return hi;
     while (hi - lo > 1) { /* the arena grows with rows: the largest chunk whose arena fits room */
