@@ -336,44 +336,37 @@ static void run_taken_expert(void *arg, int i)
 static void run_taken_experts(model *m, const int *experts, const expert_weights *w, int n, const float *xn, int nb)
 {
     int threads = thread_pool_size(m->pool), whole = n - n % threads;
-    if (whole > 1) {
-        taken_job j = {m, xn, nb, experts, w};
-        thread_pool_for(m->pool, whole, run_taken_expert, &j);
-    }
-    for (int i = whole > 1 ? whole : 0; i < n; i++) run_expert_on_pool(m, experts[i], &w[i], xn, nb);
+    if (whole < 2) whole = 0;
+    taken_job j = {m, xn, nb, experts, w};
+    thread_pool_for(m->pool, whole, run_taken_expert, &j);
+    for (int i = whole; i < n; i++) run_expert_on_pool(m, experts[i], &w[i], xn, nb);
 }
 
 /* The nu experts of scratch.uni, taken in whatever order the provider has them ready: one waited
- * for, then every other already there, run together and released. A taken expert is swapped to
- * the list's end, so the taken ones are uni[remaining..]. */
+ * for, then every other already there, run together and released. Each one taken is swapped to
+ * the front of what is left, so a group is left[0..n) and the next search starts past it. */
 static int routed_experts(model *m, int layer, const float *xn, int nb, int nu, expert_provider *ep, char *err, size_t errlen)
 {
-    int *uni = m->scratch.uni;
+    int *left = m->scratch.uni;
     expert_weights *w = m->scratch.taken;
     for (int remaining = nu; remaining > 0;) {
-        int which, n = 0, rc = ep->acquire_any(ep->self, layer, uni, remaining, &which, &w[0]);
+        int which, n = 0, rc = ep->acquire_any(ep->self, layer, left, remaining, &which, &w[0]);
         while (rc == 0) {
-            int e = uni[which];
-            uni[which] = uni[remaining - 1];
-            uni[--remaining] = e;
-            n++;
-            if (!ep->acquire_ready || remaining == 0) break;
-            rc = ep->acquire_ready(ep->self, layer, uni, remaining, &which, &w[n]);
+            int e = left[n + which];
+            left[n + which] = left[n];
+            left[n++] = e;
+            if (!ep->acquire_ready || n == remaining) break;
+            rc = ep->acquire_ready(ep->self, layer, left + n, remaining - n, &which, &w[n]);
         }
         if (rc < 0) {
-            for (int i = 0; i < n; i++) ep->release(ep->self, layer, uni[remaining + i]);
+            for (int i = 0; i < n; i++) ep->release(ep->self, layer, left[i]);
             error_set(err, errlen, "layer %d: %s", layer, ep->error ? ep->error(ep->self) : "expert read failed");
             return -1;
         }
-        /* uni[remaining..] holds them last taken first; w[] first taken first */
-        int *taken = uni + remaining;
-        for (int i = 0; i < n / 2; i++) {
-            int e = taken[i];
-            taken[i] = taken[n - 1 - i];
-            taken[n - 1 - i] = e;
-        }
-        run_taken_experts(m, taken, w, n, xn, nb);
-        for (int i = 0; i < n; i++) ep->release(ep->self, layer, taken[i]);
+        run_taken_experts(m, left, w, n, xn, nb);
+        for (int i = 0; i < n; i++) ep->release(ep->self, layer, left[i]);
+        left += n;
+        remaining -= n;
     }
     return 0;
 }

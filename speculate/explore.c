@@ -1,8 +1,4 @@
-/* When --mtp auto tries the mode its estimates do not pick (a draft when plain looks better, a
- * plain step when drafting does): estimates go stale (a cache that fills or empties, a prompt
- * whose acceptance changes, a machine that gets busy), and only a try measures the other mode.
- * Tries are spaced by a gap and paid from a budget; the gap doubles while tries leave the pick as
- * it was and falls back to the minimum when the pick changes. */
+/* --mtp auto's try schedule; speculate_internal.h says when a try comes and why the gap grows. */
 #include "speculate/speculate_internal.h"
 
 void explore_schedule_init(explore_schedule *s)

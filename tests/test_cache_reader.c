@@ -88,6 +88,21 @@ static void walk(const checkpoint *ck, io_backend backend, cache_policy_kind kin
     expert_reader_free(r);
 }
 
+/* Every expert of layer l (E <= 256) read through the cache, one at a time. */
+static void read_whole_layer(expert_provider *p, int l, int E)
+{
+    int list[256] = {0}, n;
+    for (n = 0; n < E; n++) list[n] = n;
+    p->want(p->self, l, list, n);
+    while (n > 0) {
+        int which;
+        expert_weights w;
+        if (p->acquire_any(p->self, l, list, n, &which, &w)) { CHECK(0, "acquire: %s", p->error(p->self)); return; }
+        p->release(p->self, l, list[which]);
+        list[which] = list[--n];
+    }
+}
+
 /* holds_layer: 0 for a layer with an expert never read, 1 once every expert of the layer has been
  * read into the cache (as many slots as a layer has experts), 0 again after one is pushed out. */
 static void holds_layer(const checkpoint *ck)
@@ -105,19 +120,9 @@ static void holds_layer(const checkpoint *ck)
     if (!c) { expert_reader_free(r); return; }
     expert_provider p = expert_cache_provider(c);
     CHECK(!p.holds_layer(p.self, a), "layer %d held before any read", a);
-    int list[256], n;
-    for (int l = a; l >= 0; l = l == a ? b : -1) {
-        for (n = 0; n < E; n++) list[n] = n;
-        p.want(p.self, l, list, n);
-        while (n > 0) {
-            int which;
-            expert_weights w;
-            if (p.acquire_any(p.self, l, list, n, &which, &w)) { CHECK(0, "acquire: %s", p.error(p.self)); break; }
-            p.release(p.self, l, list[which]);
-            list[which] = list[--n];
-        }
-        if (l == a) CHECK(p.holds_layer(p.self, a), "layer %d not held after reading all %d experts into %d slots", a, E, E);
-    }
+    read_whole_layer(&p, a, E);
+    CHECK(p.holds_layer(p.self, a), "layer %d not held after reading all %d experts into %d slots", a, E, E);
+    read_whole_layer(&p, b, E);
     CHECK(!p.holds_layer(p.self, a), "layer %d still held after layer %d's %d experts took every slot", a, b, E);
     CHECK(p.holds_layer(p.self, b), "layer %d not held after reading all of it", b);
     expert_cache_free(c);
