@@ -189,8 +189,10 @@ static double read_slice(thread_pool *pool, const unsigned char *buf, size_t byt
 /* ---- FMA peak ---- */
 
 /* Twelve independent fma chains per thread, the most this core's FMA units can retire: the roof
- * for the compute-bound (large nb) lines. ymm and zmm forms both, the better one counts (on Zen 4
- * they give the same flops; on Intel parts with two 512-bit units zmm gives twice as many). */
+ * for the compute-bound (large nb) lines, in the vector width of the path it is the roof of. An
+ * AVX2 path's roof is the ymm rate and an AVX-512 path's the zmm rate: on Zen 4 the two are the
+ * same, on Zen 5 and on Intel parts with two 512-bit units zmm retires twice the flops, which an
+ * AVX2 kernel cannot use. */
 #define FMA_ITERS 200000
 typedef struct { double gflops[64]; int zmm; } fma_job;
 
@@ -234,20 +236,20 @@ static void fma_item(void *arg, int i)
     j->gflops[i] = j->zmm ? fma_loop_zmm() : fma_loop_ymm();
 }
 
-/* Best over a few rounds of the summed per-thread rates (one item per thread of the pool). */
-static double fma_peak(thread_pool *pool, int threads)
+/* Best over a few rounds of the summed per-thread rates (one item per thread of the pool), in
+ * the vector width of path p (ymm for the scalar and AVX2 paths). */
+static double fma_peak(thread_pool *pool, int threads, cpu_path p)
 {
     double best = 0;
-    for (int zmm = 0; zmm <= (cpu_path_available(CPU_PATH_AVX512) ? 1 : 0); zmm++) {
-        if (!zmm && !cpu_path_available(CPU_PATH_AVX2)) continue;
-        for (int round = 0; round < 40; round++) {
-            fma_job j = { { 0 }, zmm };
-            int n = threads < 64 ? threads : 64;
-            thread_pool_for(pool, n, fma_item, &j);
-            double sum = 0;
-            for (int i = 0; i < n; i++) sum += j.gflops[i];
-            if (sum > best) best = sum;
-        }
+    int zmm = p == CPU_PATH_AVX512;
+    if (!zmm && !cpu_path_available(CPU_PATH_AVX2)) return 0;
+    for (int round = 0; round < 40; round++) {
+        fma_job j = { { 0 }, zmm };
+        int n = threads < 64 ? threads : 64;
+        thread_pool_for(pool, n, fma_item, &j);
+        double sum = 0;
+        for (int i = 0; i < n; i++) sum += j.gflops[i];
+        if (sum > best) best = sum;
     }
     return best;
 }
@@ -358,7 +360,14 @@ static paired_rate measure_paired(const bench_run *run, const bench_shape *s, co
     return best;
 }
 
-static double peak1, peakn;  /* FMA GFLOP/s of 1 and --threads threads, measured before the shapes */
+/* FMA GFLOP/s of 1 and --threads threads per path, measured before the shapes */
+static double peak1[CPU_PATH_AVX512 + 1], peakn[CPU_PATH_AVX512 + 1];
+
+static int path_selected(const bench_options *o, int p)
+{
+    if (o->path_only >= 0) return p == o->path_only;
+    return cpu_path_available((cpu_path)p) && (p != CPU_PATH_SCALAR || o->include_scalar);
+}
 
 static void bench_shape_on_paths(const bench_options *o, const bench_shape *s, unsigned char *weights,
                                  const unsigned char *read_buf, thread_pool *pool1, thread_pool *pooln)
@@ -379,8 +388,7 @@ static void bench_shape_on_paths(const bench_options *o, const bench_shape *s, u
     bench_run runn = run1;
     runn.pool = pooln;
     for (int p = CPU_PATH_SCALAR; p <= CPU_PATH_AVX512; p++) {
-        if (o->path_only >= 0 ? p != o->path_only : (!cpu_path_available((cpu_path)p) || (p == CPU_PATH_SCALAR && !o->include_scalar)))
-            continue;
+        if (!path_selected(o, p)) continue;
         kernels_init((cpu_path)p);
         paired_rate one = measure_paired(&run1, s, &proto, o->seconds);
         paired_rate all = measure_paired(&runn, s, &proto, o->seconds);
@@ -388,8 +396,8 @@ static void bench_shape_on_paths(const bench_options *o, const bench_shape *s, u
         double fl = 2.0 * o->nb / (s->dtype == DTYPE_F8_E4M3 ? 1 : 2);
         printf("%-28s %-7s 1T %6.2f GB/s (read %6.2f) %5.1f%% %7.1f GF/s %5.1f%% | %dT %6.2f GB/s (read %6.2f) %5.1f%% %7.1f GF/s %5.1f%%\n",
                s->name, cpu_path_name((cpu_path)p), one.gemv, one.read, 100 * one.gemv / one.read, one.gemv * fl,
-               100 * one.gemv * fl / peak1, o->threads, all.gemv, all.read, 100 * all.gemv / all.read, all.gemv * fl,
-               100 * all.gemv * fl / peakn);
+               100 * one.gemv * fl / peak1[p], o->threads, all.gemv, all.read, 100 * all.gemv / all.read, all.gemv * fl,
+               100 * all.gemv * fl / peakn[p]);
         fflush(stdout);
     }
     free(scale);
@@ -441,17 +449,26 @@ int main(int argc, char **argv)
         return 1;
     }
     thread_pool *pool1 = thread_pool_create(1), *pooln = thread_pool_create(o.threads);
-    peak1 = fma_peak(pool1, 1);
-    peakn = fma_peak(pooln, o.threads);
     printf("GB/s of weight bytes per matvec (nb = %d), and of a sequential sum over a %zu MiB buffer on the same\n"
            "threads (best of 1/2/4 streams x prefetch 0/2/4 KiB); best slice of each, alternated for %.1f s per line.\n"
-           "GF/s: the same slices' GFLOP/s (2 per weight per x row) and %% of the FMA peak: %.1f GFLOP/s on 1 thread,\n"
-           "%.1f on %d (independent fma chains, best of 40 rounds)\n",
-           o.nb, o.read_bytes >> 20, o.seconds, peak1, peakn, o.threads);
+           "GF/s: the same slices' GFLOP/s (2 per weight per x row) and %% of the path's FMA peak (independent fma\n"
+           "chains in the path's vector width, best of 40 rounds):",
+           o.nb, o.read_bytes >> 20, o.seconds);
+    for (int p = CPU_PATH_SCALAR; p <= CPU_PATH_AVX512; p++) {
+        if (!path_selected(&o, p)) continue;
+        peak1[p] = fma_peak(pool1, 1, (cpu_path)p);
+        peakn[p] = fma_peak(pooln, o.threads, (cpu_path)p);
+        printf(" %s %.1f GFLOP/s on 1 thread, %.1f on %d;", cpu_path_name((cpu_path)p), peak1[p], peakn[p], o.threads);
+    }
+    printf("\n");
     for (int i = 0; i < nshapes; i++)
         if (shape_selected(&o, i)) bench_shape_on_paths(&o, &shapes[i], weights, read_buf, pool1, pooln);
-    double after1 = fma_peak(pool1, 1), aftern = fma_peak(pooln, o.threads);
-    printf("FMA peak again after the shapes: %.1f GFLOP/s on 1 thread, %.1f on %d\n", after1, aftern, o.threads);
+    printf("FMA peak again after the shapes:");
+    for (int p = CPU_PATH_SCALAR; p <= CPU_PATH_AVX512; p++)
+        if (path_selected(&o, p))
+            printf(" %s %.1f GFLOP/s on 1 thread, %.1f on %d;", cpu_path_name((cpu_path)p), fma_peak(pool1, 1, (cpu_path)p),
+                   fma_peak(pooln, o.threads, (cpu_path)p), o.threads);
+    printf("\n");
     thread_pool_free(pool1);
     thread_pool_free(pooln);
     free(weights);
