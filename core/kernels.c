@@ -8,6 +8,7 @@
 #include "core/kernels_internal.h"
 
 static cpu_path current_path = CPU_PATH_SCALAR;
+static int fma512_wide = -1; /* -1: not measured yet */
 
 /* CPUID.1:ECX.F16C, read directly: clang's __builtin_cpu_supports has no "f16c" (the fuzz build). */
 static int cpu_has_f16c(void)
@@ -39,7 +40,15 @@ cpu_path kernels_init(cpu_path max)
     if (p < CPU_PATH_SCALAR) p = CPU_PATH_SCALAR;
     while (p > CPU_PATH_SCALAR && !cpu_path_available(p)) p = (cpu_path)(p - 1);
     current_path = p;
+    if (p == CPU_PATH_AVX512 && fma512_wide < 0) fma512_wide = fma512_measure_wide();
     return p;
+}
+
+int kernels_fma512_wide(void) { return fma512_wide > 0; }
+
+void kernels_set_fma512_wide(int wide)
+{
+    fma512_wide = wide >= 0 ? wide : cpu_path_available(CPU_PATH_AVX512) ? fma512_measure_wide() : 0;
 }
 
 cpu_path kernels_path(void) { return current_path; }

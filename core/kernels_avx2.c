@@ -612,6 +612,8 @@ INLINE void tile_buf_f8(int NR, int NB, const matrix *w, int r, const float *buf
 #endif
 #define F8_SHORT_ROWS 2 /* one x row against rows of <= 1 KiB (kv_b): AVX2 2 rows: 20.1 -> 21.8 GB/s over 4 */
 #define F8_STREAM_ROWS(nb) ((nb) == 1 ? F8_ROWS_NB1 : (nb) == 2 ? F8_ROWS_NB2 : 2)
+#define F8_LONG_COLS 4096
+#define F8_NB2_LONG_ROWS() 0 /* 16 ymm registers: no room for more than 2 rows x 2 x rows x 2 chains */
 #define F8_GEMM_ROWS 2
 #define F8_GEMM_COLS 3
 #define T_TILE_VECTORS(nb) ((nb) <= 2 ? 2 : 1)

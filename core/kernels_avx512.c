@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "core/kernels_internal.h"
 
 /* fp8 bytes -> fp16 bits (b & 0x80) << 8 | (b & 0x7F) << 7: sign-extending to 16 bits and shifting
@@ -548,6 +549,48 @@ INLINE void tile_buf_f8(int NR, int NB, const matrix *w, int r, const float *buf
         }
 }
 
+/* The two FMAs' flops per second, 24 independent chains each (enough for any latency x width),
+ * best of three short rounds so that one preempted round does not decide. */
+static double fma_rate(int zmm)
+{
+    enum { ITERS = 20000 };
+    double best = 0;
+    for (int round = 0; round < 3; round++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        float sum;
+        if (zmm) {
+            __m512 a[24], m = _mm512_set1_ps(0.999f), c = _mm512_set1_ps(1e-3f);
+            for (int i = 0; i < 24; i++) a[i] = _mm512_set1_ps((float)i);
+            for (int k = 0; k < ITERS; k++) {
+#pragma GCC unroll 24
+                for (int i = 0; i < 24; i++) a[i] = _mm512_fmadd_ps(a[i], m, c);
+            }
+            sum = 0;
+            for (int i = 0; i < 24; i++) sum += _mm512_cvtss_f32(a[i]);
+        } else {
+            __m256 a[24], m = _mm256_set1_ps(0.999f), c = _mm256_set1_ps(1e-3f);
+            for (int i = 0; i < 24; i++) a[i] = _mm256_set1_ps((float)i);
+            for (int k = 0; k < ITERS; k++) {
+#pragma GCC unroll 24
+                for (int i = 0; i < 24; i++) a[i] = _mm256_fmadd_ps(a[i], m, c);
+            }
+            sum = 0;
+            for (int i = 0; i < 24; i++) sum += _mm256_cvtss_f32(a[i]);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        volatile float sink = sum;
+        (void)sink;
+        double t = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        double rate = t > 0 ? 24.0 * ITERS * (zmm ? 16 : 8) / t : 0;
+        if (rate > best) best = rate;
+    }
+    return best;
+}
+
+/* Wide: zmm FMAs give at least 1.5x the flops of ymm ones (2x on Zen 5; 1x on Zen 4). About 1 ms. */
+int fma512_measure_wide(void) { return fma_rate(1) > 1.5 * fma_rate(0); }
+
 /* FP8 streaming tiles: 8 weight rows for one x row, 4 for two (4 measured 4-8% faster than 8 at
  * nb=2 once the prefetch went to L2, 2 slower; at nb=1 4, 6 and 8 rows were within the noise). */
 #ifndef F8_ROWS_NB1
@@ -558,6 +601,14 @@ INLINE void tile_buf_f8(int NR, int NB, const matrix *w, int r, const float *buf
 #endif
 #define F8_SHORT_ROWS 4 /* one x row against rows of <= 1 KiB (kv_b): AVX-512 4 rows (2: 3% slower) */
 #define F8_STREAM_ROWS(nb) ((nb) == 1 ? F8_ROWS_NB1 : (nb) == 2 ? F8_ROWS_NB2 : 4)
+/* Two x rows against rows of >= 4 KiB (every 7168- and 16384-wide R1 matrix) where zmm FMAs are
+ * wide: 8 weight rows. There 4 rows x 2 x rows are 8 accumulator chains, exactly FMA latency times
+ * throughput with no slack, and the x rows (57 KiB at 7168 columns) no longer fit L1: 8 rows halve
+ * the x reloads and double the DRAM streams (bench_gemv nb=2, 1 thread, Zen 5: gate/up 58% -> 76%
+ * of the read bandwidth, kv_a 64% -> 69%; rows of <= 2 KiB lose with 8: down 95% -> 80%). On Zen
+ * 4, 4 rows were the faster shape. */
+#define F8_LONG_COLS 4096
+#define F8_NB2_LONG_ROWS() (kernels_fma512_wide() ? 8 : 0)
 #define F8_GEMM_ROWS 3
 #define F8_GEMM_COLS 4
 

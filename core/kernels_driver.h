@@ -20,6 +20,8 @@
  *                           the same product from decoded rows, over the column blocks
  *                           [c_beg, c_end), resuming the running totals st (zeroed when c_beg == 0)
  *                           and writing y[b * ldy + i] when c_end == cols
+ *   F8_LONG_COLS, F8_NB2_LONG_ROWS()  rows of >= F8_LONG_COLS columns against two x rows run in
+ *                           tiles of 8 weight rows when this evaluates to 8 (0: F8_STREAM_ROWS)
  *   F8_GROUP, F8_STREAM_ROWS(nb), F8_SHORT_ROWS, F8_GEMM_ROWS, F8_GEMM_COLS, f8_abs_max,
  *   f8_prepare_x, tile_stream_f8, tile_buf_f8, and for decode_rows_f8 here: F8_VEC, F8_VEC_LANES,
  *   F8_DECODE_GROUP(src, F8_VEC[4]), fp8_partial_to_f32bits(src, n, F8_VEC[4]), F8_STORE
@@ -32,7 +34,7 @@
 #if !defined(KERNEL_ISA) || !defined(STREAM_ROWS) || !defined(GEMM_ROWS) || !defined(GEMM_COLS) ||      \
     !defined(T_TILE_VECTORS) || !defined(TOT_LANES) || !defined(VW) || !defined(F8_GROUP) ||            \
     !defined(F8_GEMM_ROWS) || !defined(F8_GEMM_COLS) || !defined(F8_SHORT_ROWS) || !defined(F8_VEC) ||  \
-    !defined(F8_DECODE_GROUP) || !defined(F8_STORE) || !defined(F8_VEC_LANES)
+    !defined(F8_DECODE_GROUP) || !defined(F8_STORE) || !defined(F8_VEC_LANES) || !defined(F8_LONG_COLS)
 #error "kernels_driver.h is included last by an ISA file, after the macros listed above"
 #endif
 
@@ -190,6 +192,8 @@ INLINE void stream_rows_f8(int NB, const matrix *w, int r0, int r1, const float 
 {
     prefetch_range_start((const char *)w->data + (size_t)r0 * w->cols, (size_t)(r1 - r0) * w->cols);
     if (NB == 1 && w->cols <= 1024) stream_tiles_f8(F8_SHORT_ROWS, 1, w, r0, r1, xp, ldp, smul, y, ldy);
+    else if (NB == 2 && w->cols >= F8_LONG_COLS && F8_NB2_LONG_ROWS() == 8)
+        stream_tiles_f8(8, 2, w, r0, r1, xp, ldp, smul, y, ldy);
     else stream_tiles_f8(F8_STREAM_ROWS(NB), NB, w, r0, r1, xp, ldp, smul, y, ldy);
 }
 

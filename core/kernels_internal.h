@@ -31,6 +31,14 @@ void matvec_t_range_avx2(const matrix *w, int r0, int r1, const float *x, int ld
 void matvec_range_avx512(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy);
 void matvec_t_range_avx512(const matrix *w, int r0, int r1, const float *x, int ldx, int nb, float *y, int ldy);
 
+/* Whether this CPU retires 512-bit FMAs at twice the flops of 256-bit ones (Zen 5, Intel parts with
+ * two 512-bit units), measured once by kernels_init on the AVX-512 path; 0 where zmm and ymm give
+ * the same flops (Zen 4 splits a zmm FMA in two). Only tile shapes depend on it, never results.
+ * kernels_set_fma512_wide(0 or 1) pins it for tests, -1 measures again. */
+int kernels_fma512_wide(void);
+void kernels_set_fma512_wide(int wide);
+int fma512_measure_wide(void);
+
 /* This thread's scratch buffer of at least `floats` floats, 64-byte aligned; valid until the next
  * call from the same thread. Aborts with one line when memory runs out. */
 float *kernel_scratch(size_t floats);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "tests/test_check.h"
 #include "core/kernels.h"
+#include "core/kernels_internal.h"
 
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -431,6 +432,37 @@ static void test_batch_invariance_gemm(void)
     thread_pool_free(pool);
 }
 
+/* The verify batch (2 x rows) on rows of >= 4 KiB runs 8-row tiles where zmm FMAs are wide and
+ * 4-row ones otherwise: both against the float64 reference and bit for bit against one x row at a
+ * time, whichever this CPU would pick (rows cut mid-tile, a partial last group and block). */
+static void test_long_row_verify_tiles(void)
+{
+    static const int lshapes[][2] = { { 37, 4100 }, { 21, 7168 }, { 9, 16384 } };
+    for (int wide = 0; wide <= 1; wide++) {
+        kernels_set_fma512_wide(wide);
+        for (size_t s = 0; s < sizeof lshapes / sizeof lshapes[0]; s++) {
+            test_matrix t = make_matrix(DTYPE_F8_E4M3, lshapes[s][0], lshapes[s][1]);
+            int rows = t.m.rows, cols = t.m.cols;
+            check_matvec_range(&t, 0, rows, 2, wide ? "F8 long rows, 8-row tiles" : "F8 long rows, 4-row tiles");
+            float *x = random_vector((size_t)2 * cols), *y = malloc(sizeof(float) * 2 * (size_t)rows),
+                  *one = malloc(sizeof(float) * (size_t)rows);
+            int r0 = 3, r1 = rows - 1;
+            matvec_range(&t.m, r0, r1, x, cols, 2, y, rows);
+            for (int b = 0; b < 2; b++) {
+                matvec_range(&t.m, r0, r1, x + (size_t)b * cols, cols, 1, one, rows);
+                CHECK(memcmp(one, y + (size_t)b * rows, sizeof(float) * (size_t)(r1 - r0)) == 0,
+                      "%s F8 %dx%d nb 2 (%s tiles): row %d differs from nb 1", cpu_path_name(kernels_path()), rows, cols,
+                      wide ? "8-row" : "4-row", b);
+            }
+            free(x);
+            free(y);
+            free(one);
+            free_matrix(&t);
+        }
+    }
+    kernels_set_fma512_wide(-1); /* measured again, as kernels_init would */
+}
+
 static void test_path_names(void)
 {
     cpu_path p;
@@ -458,10 +490,14 @@ int main(void)
         test_matvec_accuracy();
         test_invariance();
         test_batch_invariance_gemm();
+        test_long_row_verify_tiles();
         printf("path %s: %s\n", cpu_path_name((cpu_path)p), test_failures == before ? "ok" : "FAILED");
         tested++;
     }
     CHECK(tested >= 1, "no path tested");
+    if (cpu_path_available(CPU_PATH_AVX512))
+        printf("this CPU's zmm FMAs are %s (verify tiles on long rows: %d rows)\n",
+               kernels_fma512_wide() ? "wide" : "not wide", kernels_fma512_wide() ? 8 : 4);
     if (test_failures) {
         fprintf(stderr, "%d failure(s)\n", test_failures);
         return 1;
