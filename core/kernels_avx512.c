@@ -549,47 +549,44 @@ INLINE void tile_buf_f8(int NR, int NB, const matrix *w, int r, const float *buf
         }
 }
 
-/* The two FMAs' flops per second, 24 independent chains each (enough for any latency x width),
- * best of three short rounds so that one preempted round does not decide. */
-static double fma_rate(int zmm)
+/* 24 independent FMA chains (enough for any latency x width) of vectors of type T, ITERS deep; the
+ * sum keeps them live. */
+enum { FMA_PROBE_ITERS = 20000 };
+#define FMA_CHAINS(name, T, set1, fmadd, first)                                                         \
+    static float name(void)                                                                             \
+    {                                                                                                   \
+        T a[24], m = set1(0.999f), c = set1(1e-3f);                                                     \
+        for (int i = 0; i < 24; i++) a[i] = set1((float)i);                                             \
+        for (int k = 0; k < FMA_PROBE_ITERS; k++) {                                                     \
+            _Pragma("GCC unroll 24") for (int i = 0; i < 24; i++) a[i] = fmadd(a[i], m, c);             \
+        }                                                                                               \
+        float sum = 0;                                                                                  \
+        for (int i = 0; i < 24; i++) sum += first(a[i]);                                                \
+        return sum;                                                                                     \
+    }
+FMA_CHAINS(fma_chains_zmm, __m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_cvtss_f32)
+FMA_CHAINS(fma_chains_ymm, __m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_cvtss_f32)
+
+/* Flops per second of one of them, best of three rounds so that one preempted round does not
+ * decide. */
+static double fma_rate(float (*chains)(void), int lanes)
 {
-    enum { ITERS = 20000 };
     double best = 0;
     for (int round = 0; round < 3; round++) {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        float sum;
-        if (zmm) {
-            __m512 a[24], m = _mm512_set1_ps(0.999f), c = _mm512_set1_ps(1e-3f);
-            for (int i = 0; i < 24; i++) a[i] = _mm512_set1_ps((float)i);
-            for (int k = 0; k < ITERS; k++) {
-#pragma GCC unroll 24
-                for (int i = 0; i < 24; i++) a[i] = _mm512_fmadd_ps(a[i], m, c);
-            }
-            sum = 0;
-            for (int i = 0; i < 24; i++) sum += _mm512_cvtss_f32(a[i]);
-        } else {
-            __m256 a[24], m = _mm256_set1_ps(0.999f), c = _mm256_set1_ps(1e-3f);
-            for (int i = 0; i < 24; i++) a[i] = _mm256_set1_ps((float)i);
-            for (int k = 0; k < ITERS; k++) {
-#pragma GCC unroll 24
-                for (int i = 0; i < 24; i++) a[i] = _mm256_fmadd_ps(a[i], m, c);
-            }
-            sum = 0;
-            for (int i = 0; i < 24; i++) sum += _mm256_cvtss_f32(a[i]);
-        }
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        volatile float sink = sum;
+        volatile float sink = chains();
         (void)sink;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
         double t = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
-        double rate = t > 0 ? 24.0 * ITERS * (zmm ? 16 : 8) / t : 0;
+        double rate = t > 0 ? 24.0 * FMA_PROBE_ITERS * lanes / t : 0;
         if (rate > best) best = rate;
     }
     return best;
 }
 
 /* Wide: zmm FMAs give at least 1.5x the flops of ymm ones (2x on Zen 5; 1x on Zen 4). About 1 ms. */
-int fma512_measure_wide(void) { return fma_rate(1) > 1.5 * fma_rate(0); }
+int fma512_measure_wide(void) { return fma_rate(fma_chains_zmm, 16) > 1.5 * fma_rate(fma_chains_ymm, 8); }
 
 /* FP8 streaming tiles: 8 weight rows for one x row, 4 for two (4 measured 4-8% faster than 8 at
  * nb=2 once the prefetch went to L2, 2 slower; at nb=1 4, 6 and 8 rows were within the noise). */
