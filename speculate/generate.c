@@ -28,16 +28,18 @@ static double cpu_seconds(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* A running mean that follows a regime change within ~8 samples; n = 0: no sample yet. A sample
- * above 3x the mean counts as 3x: on a shared machine one pass preempted for a few milliseconds
- * would otherwise swing the estimate for many steps, while a real slowdown still shows within a
- * few samples. */
+/* A running mean that follows a regime change within ~8 samples; n = 0: no sample yet. The first
+ * 8 samples weigh alike (their plain mean): a rarely sampled estimate (auto's tries) would otherwise
+ * keep its first sample, taken at the cold start, for dozens of samples. A sample above 3x the mean
+ * counts as 3x: on a shared machine one pass preempted for a few milliseconds would otherwise swing
+ * the estimate for many steps, while a real slowdown still shows within a few samples. */
 typedef struct { double v; int n; } ewma;
 
 static void ewma_add(ewma *e, double x)
 {
     if (e->n >= 4 && x > 3 * e->v) x = 3 * e->v;
-    e->v = e->n++ ? e->v + (x - e->v) * 0.125 : x;
+    e->v += (x - e->v) * (e->n < 8 ? 1.0 / (e->n + 1) : 0.125);
+    e->n++;
 }
 
 /* --mtp auto's state: per-part costs of a step, and when to try the mode the estimates do not pick
