@@ -269,7 +269,10 @@ int main(int argc, char **argv)
     kernels_init(CPU_PATH_AVX512);
     int **seg = NULL, n_seg = 0, seg_len = 0;
     if (load_heldout(a.heldout, &seg, &n_seg, &seg_len)) return 1;
-    if (seg_len <= PROMPT_LEN + 1) return fail(a.heldout, "segments shorter than the 33 ids a prompt and a draft need") ? 1 : 1;
+    if (seg_len <= PROMPT_LEN + 1) {
+        fail(a.heldout, "segments shorter than the 33 ids a prompt and a draft need");
+        return 1;
+    }
     engine e;
     int T = PROMPT_LEN + a.n > seg_len ? PROMPT_LEN + a.n : seg_len;
     int rc = engine_open(&e, a.dir, a.threads, T + 4) || run(&e, &a, seg, n_seg, seg_len);
