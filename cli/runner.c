@@ -54,6 +54,7 @@ int run_engine_flags(run_options *o, flag *f)
     const flag table[] = {
         {FLAG_SECTION, .help = "speculation and memory"},
         {FLAG_CUSTOM, "--mtp", "auto|on|off", &e->mtp, .parse = parse_mtp, .help = "draft with the checkpoint's MTP layer: every step, or (auto, the default when it has one) on the steps where measured pass times and acceptance say a draft pays; same tokens either way"},
+        {FLAG_INT, "--mtp-window", "N", &e->mtp_window, 1, 1 << 20, .help = "with --mtp auto: the KV-only MTP rows of steps without a draft it keeps for a later draft, which attends to those and to nothing older (default 64: bench/decode/mtp_window.c; more rows, a better first draft after a long stretch without)"},
         {FLAG_CUSTOM, "--mem-budget", "SIZE", &e->mem_budget, .parse = flag_parse_size, .help = "whole-process memory budget, e.g. 24G (default: 90% of RAM)"},
         {FLAG_DOUBLE, "--cache-gib", "G", &e->cache_gib, 1e-6, 1e6, .help = "expert cache size in GiB (default: what the budget leaves)"},
         {FLAG_STRING, "--cache-policy", "P", &o->policy, .help = "lfu | lru | arc (default lfu)"},

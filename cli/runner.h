@@ -35,7 +35,7 @@ typedef struct {
 const flag *run_flags(run_options *o, int *n);
 /* The engine's flags (speculation, memory, compute), also part of serve's; writes them to f (room
  * for RUN_ENGINE_FLAGS), returns how many. */
-enum { RUN_ENGINE_FLAGS = 16 };
+enum { RUN_ENGINE_FLAGS = 17 };
 int run_engine_flags(run_options *o, flag *f);
 void run_options_defaults(run_options *o);
 /* Turns the string-valued flags (policy, io, kv dtype, cpu) into engine options; 0, or 2 after

@@ -48,10 +48,20 @@ void model_bf16_matvec(model *m, const void *data, int rows, int cols, const flo
 }
 
 /* nb within the reserved rows; every position inside both kv and the reserved ctx. */
-static int check_batch(const model *m, const kv_cache *kv, const int *pos, int nb, char *err, size_t errlen)
+static int check_batch(const model *m, const kv_cache *kv, const int *pos, int nb, const forward_request *req, char *err,
+                       size_t errlen)
 {
+    int from = req ? req->attend_from : 0;
     if (scratch_check_rows(m, nb, err, errlen)) return -1;
+    if (from < 0) {
+        error_set(err, errlen, "attention from position %d: must be at least 0", from);
+        return -1;
+    }
     for (int b = 0; b < nb; b++) {
+        if (pos[b] < from) {
+            error_set(err, errlen, "position %d is below the first attended position %d", pos[b], from);
+            return -1;
+        }
         if (pos[b] < 0 || pos[b] >= kv->ctx) {
             error_set(err, errlen, "position %d is outside the context (--ctx %d)", pos[b], kv->ctx);
             return -1;
@@ -150,21 +160,21 @@ static void value_projection(void *arg, int h)
                  j->out + (size_t)h * j->v, j->heads * j->v);
 }
 
-/* Stage 2 for one row: every head against positions 0..pos of the cache (core/attention.c). */
-static void attend_row(model *m, const kv_cache *kv, int kv_layer, const float *q_lat, const float *q_rope, int pos,
-                       float *o_lat)
+/* Stage 2 for one row: every head against positions from..pos of the cache (core/attention.c). */
+static void attend_row(model *m, const kv_cache *kv, int kv_layer, const float *q_lat, const float *q_rope, int from,
+                       int pos, float *o_lat)
 {
     const model_config *c = &m->cfg;
     int R = c->kv_lora_rank, rope = c->qk_rope_head_dim;
-    size_t es = dtype_size(kv->dtype);
-    attention_kv a = {c->num_attention_heads, R, rope, kv->dtype,
-                      (const char *)kv->latent + (size_t)kv_layer * kv->ctx * R * es,
-                      (const char *)kv->krope + (size_t)kv_layer * kv->ctx * rope * es, (float)m->attn_scale};
-    attention_row(m->pool, &a, pos + 1, q_lat, q_rope, o_lat, m->scratch.attn);
+    size_t es = dtype_size(kv->dtype), row0 = (size_t)kv_layer * kv->ctx + (size_t)from;
+    attention_kv a = {c->num_attention_heads, R, rope, kv->dtype, (const char *)kv->latent + row0 * R * es,
+                      (const char *)kv->krope + row0 * rope * es, (float)m->attn_scale};
+    attention_row(m->pool, &a, pos + 1 - from, q_lat, q_rope, o_lat, m->scratch.attn);
 }
 
-/* xn: [nb][H] normalized input; out: [nb][H] attention output (before the residual add). */
-static void attention(model *m, int layer, kv_cache *kv, const float *xn, const int *pos, int nb, float *out)
+/* xn: [nb][H] normalized input; out: [nb][H] attention output (before the residual add); rows
+ * attend from position `from` on. */
+static void attention(model *m, int layer, kv_cache *kv, const float *xn, const int *pos, int nb, int from, float *out)
 {
     const model_config *c = &m->cfg;
     const layer_weights *lw = &m->layers[layer];
@@ -176,8 +186,8 @@ static void attention(model *m, int layer, kv_cache *kv, const float *xn, const 
     head_job j = {lw, nb, heads, nope, rope, c->v_head_dim, R, nope + rope, s->q, s->q_lat, s->q_rope, s->o_lat, s->heads_out};
     thread_pool_for(m->pool, heads, absorb_query, &j);
     for (int b = 0; b < nb; b++)
-        attend_row(m, kv, kv_layer, s->q_lat + (size_t)b * heads * R, s->q_rope + (size_t)b * heads * rope, pos[b],
-                   s->o_lat + (size_t)b * heads * R);
+        attend_row(m, kv, kv_layer, s->q_lat + (size_t)b * heads * R, s->q_rope + (size_t)b * heads * rope, from,
+                   pos[b], s->o_lat + (size_t)b * heads * R);
     thread_pool_for(m->pool, heads, value_projection, &j);
     matvec(m->pool, &lw->o, s->heads_out, nb, out);
 }
@@ -406,7 +416,7 @@ static int decoder_layer(model *m, int layer, kv_cache *kv, expert_provider *ep,
     int H = c->hidden_size;
 
     rmsnorm_rows(x, lw->input_norm, H, c->rms_norm_eps, nb, xn);
-    attention(m, layer, kv, xn, pos, nb, y);
+    attention(m, layer, kv, xn, pos, nb, req ? req->attend_from : 0, y);
     add_into(x, y, (size_t)nb * H);
 
     rmsnorm_rows(x, lw->post_norm, H, c->rms_norm_eps, nb, xn);
@@ -425,14 +435,14 @@ static int decoder_layer(model *m, int layer, kv_cache *kv, expert_provider *ep,
 int model_decoder_layer(model *m, int layer, kv_cache *kv, expert_provider *ep, float *x, const int *pos, int nb,
                         forward_request *req, char *err, size_t errlen)
 {
-    if (check_batch(m, kv, pos, nb, err, errlen)) return -1;
+    if (check_batch(m, kv, pos, nb, req, err, errlen)) return -1;
     return decoder_layer(m, layer, kv, ep, x, pos, nb, req, err, errlen);
 }
 
 int model_layer_write_kv(model *m, int layer, kv_cache *kv, const float *x, const int *pos, int nb, char *err, size_t errlen)
 {
     const layer_weights *lw = &m->layers[layer];
-    if (check_batch(m, kv, pos, nb, err, errlen)) return -1;
+    if (check_batch(m, kv, pos, nb, NULL, err, errlen)) return -1;
     rmsnorm_rows(x, lw->input_norm, m->cfg.hidden_size, m->cfg.rms_norm_eps, nb, m->scratch.xn);
     write_kv_rows(m, lw, kv, layer - kv->first_layer, m->scratch.xn, pos, nb);
     return 0;
@@ -444,7 +454,7 @@ int model_forward(model *m, kv_cache *kv, expert_provider *ep, const int *tokens
     const model_config *c = &m->cfg;
     float *x = m->scratch.x;
     int H = c->hidden_size;
-    if (check_batch(m, kv, pos, nb, err, errlen)) return -1;
+    if (check_batch(m, kv, pos, nb, req, err, errlen)) return -1;
     if (model_embed(m, m->embed, tokens, nb, x, err, errlen)) return -1;
     for (int l = 0; l < c->num_hidden_layers; l++) {
         if (l > 0 && req && req->keep_rows) {

@@ -75,11 +75,16 @@ typedef struct {
      * so dropping later rows leaves the kept rows' numbers unchanged (a speculative draft row). */
     int (*keep_rows)(void *ctx, int layer, int nb);
     void *keep_ctx;
+    /* Rows attend to positions [attend_from, pos[b]] of kv instead of [0, pos[b]]: a caller that
+     * left rows below unwritten (speculate/'s MTP KV, whose KV-only rows --mtp auto skips) keeps
+     * every row from reading a position it did not write. 0: from the start. */
+    int attend_from;
 } forward_request;
 
 /* Rows tokens[0..nb) at positions pos[0..nb) (each row attends to positions 0..pos[b] of kv, rows of
- * this batch included); writes their KV entries. Returns 0, or -1 with an error in err (an expert
- * read failed; nb beyond the reserved rows; a position beyond kv's ctx or the reserved ctx). */
+ * this batch included; from req->attend_from when set); writes their KV entries. Returns 0, or -1
+ * with an error in err (an expert read failed; nb beyond the reserved rows; a position beyond kv's
+ * ctx or the reserved ctx, or below req->attend_from). */
 int model_forward(model *m, kv_cache *kv, expert_provider *ep, const int *tokens, const int *pos, int nb,
                   forward_request *req, char *err, size_t errlen);
 

@@ -65,6 +65,7 @@ typedef struct {
     int threads;                 /* worker threads, >= 1 (default: the physical cores) */
     const char *cpu_features;    /* NULL: best kernel path; else "scalar" | "avx2" | "avx512" */
     int mtp;                     /* DSSPEC_MTP_*; -1: auto when the checkpoint has an MTP layer, else off */
+    int mtp_window;              /* auto: KV-only MTP rows kept for a later draft; 0: the default (64) */
     int64_t mem_budget;          /* whole-process bytes; 0: 90% of physical RAM */
     double cache_gib;            /* expert cache size; 0: what the budget leaves */
     dsspec_cache_policy policy;

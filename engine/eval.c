@@ -43,7 +43,7 @@ static int mtp_pass(dsspec *e, kv_cache *mkv, const int *ids, const int *pos, in
     for (int s = 0; s < T && rc == 0; s += chunk) {
         int nb = T - s < chunk ? T - s : chunk;
         rc = mtp_forward(e->m, mkv, &e->provider, hidden + (size_t)s * H, next + s, pos + s, nb,
-                         mtp_logits + (size_t)s * V, 0, err, errlen);
+                         mtp_logits + (size_t)s * V, 0, 0, err, errlen);
     }
     free(next);
     return rc;

@@ -212,7 +212,7 @@ int dsspec_generate(dsspec *e, const int *prompt, int n, const dsspec_generate_p
     if (text_relay_start(&relay.text, e, p, err, errlen)) { sampler_free(smp); return -1; }
     gen_options g = {.mtp = e->opt.mtp, .max_new = p->max_new, .eos_id = p->ignore_eos ? -1 : e->info.eos_id,
                      .ctx = e->opt.ctx, .prefill_chunk = chunk, .prefetch = e->opt.prefetch ? (e->opt.prefetch_depth > 1 ? e->opt.prefetch_depth : 1) : 0,
-                     .prefetch_guesses = e->opt.prefetch_guesses,
+                     .prefetch_guesses = e->opt.prefetch_guesses, .mtp_window = e->opt.mtp_window,
                      .kv_bf16 = e->opt.kv_bf16, .sampler = smp, .on_token = relay_token, .token_ctx = &relay,
                      .on_step = relay_step, .step_ctx = &relay, .on_route = p->on_route, .route_ctx = p->ctx,
                      .on_prefill = relay_prefill, .prefill_ctx = &relay,

@@ -9,8 +9,10 @@
  *              geometry.
  *   CHECKPOINT at every step boundary of the decode loop (and after each non-final prefill chunk):
  *              the loop's state (gen_checkpoint: position, last token, MTP draft, sampler state,
- *              counters), the tokens generated since the previous record, and the main and MTP
- *              latent KV rows that became final since it ([previous len, len)).
+ *              counters, which MTP rows are valid), the tokens generated since the previous
+ *              record, the main latent KV rows that became final since it ([previous len, len))
+ *              and the MTP rows written since it ([mtp_new, mtp_to): --mtp auto leaves holes, and
+ *              writes a row that waited after the boundary that made its position final).
  *   FINAL      when generation ends by EOS, -n or a full context: why, and the tokens after the
  *              last CHECKPOINT.
  * Reading stops at the first record that is short (a write torn by a kill) or fails its CRC or
@@ -31,7 +33,7 @@
 #include "engine/engine_internal.h"
 
 #define SESSION_MAGIC 0x52535344u /* "DSSR" little-endian */
-#define SESSION_VERSION 2
+#define SESSION_VERSION 3
 enum { REC_HEADER = 1, REC_CHECKPOINT = 2, REC_FINAL = 3 };
 
 typedef struct {
@@ -46,7 +48,8 @@ _Static_assert(sizeof(session_settings) == 4 * 8 + 10 * 4 + 8, "session_settings
 
 typedef struct {
     int64_t kv_offset;            /* file offset of the record's KV rows */
-    int32_t from, len;            /* KV rows [from, len) */
+    int32_t from, len;            /* main KV rows [from, len) */
+    int32_t mtp_from, mtp_to;     /* then MTP KV rows [mtp_from, mtp_to) */
 } kv_extent;
 
 struct dsspec_session {
@@ -175,7 +178,7 @@ static int write_kv_rows(dsspec_session *s, const kv_cache *kv, int from, int le
     return 0;
 }
 
-static int push_extent(dsspec_session *s, int64_t off, int from, int len)
+static int push_extent(dsspec_session *s, int64_t off, int from, int len, int mtp_from, int mtp_to)
 {
     if (s->n_extents == s->cap_extents) {
         int cap = s->cap_extents ? 2 * s->cap_extents : 64;
@@ -184,7 +187,7 @@ static int push_extent(dsspec_session *s, int64_t off, int from, int len)
         s->extents = x;
         s->cap_extents = cap;
     }
-    s->extents[s->n_extents++] = (kv_extent){off, from, len};
+    s->extents[s->n_extents++] = (kv_extent){off, from, len, mtp_from, mtp_to};
     return 0;
 }
 
@@ -201,13 +204,22 @@ static int push_token(dsspec_session *s, int t)
     return 0;
 }
 
-/* The fixed part of a CHECKPOINT payload, then tokens, then KV rows. */
+/* The fixed part of a CHECKPOINT payload, then tokens, then main KV rows [kv_from, len), then MTP
+ * KV rows [mtp_new, mtp_to). */
 typedef struct {
     int32_t len, prefill_done, last, draft;
     uint64_t rng;
     int32_t generated, main_passes, drafts, accepted;
-    int32_t tok_from, n_tok, kv_from, pad;
+    int32_t tok_from, n_tok, kv_from, mtp_new;
+    int32_t mtp_from, mtp_to;
 } checkpoint_fixed;
+_Static_assert(sizeof(checkpoint_fixed) == 64, "checkpoint_fixed has padding");
+
+/* Bytes of a CHECKPOINT's KV rows: main rows over every layer, MTP rows over its one. */
+static uint64_t record_kv_bytes(const dsspec_session *s, const checkpoint_fixed *f)
+{
+    return kv_row_bytes(s, s->hdr.n_layers, f->len - f->kv_from) + (s->hdr.mtp ? kv_row_bytes(s, 1, f->mtp_to - f->mtp_new) : 0);
+}
 
 int session_on_checkpoint(void *ctx, const gen_checkpoint *cp, const kv_cache *kv, const kv_cache *mtp_kv, char *err,
                           size_t errlen)
@@ -218,22 +230,26 @@ int session_on_checkpoint(void *ctx, const gen_checkpoint *cp, const kv_cache *k
         error_set(err, errlen, "session %s: out of memory for the token list", s->path);
         return -1;
     }
+    int mtp = s->hdr.mtp && mtp_kv;
     checkpoint_fixed f = {cp->len, cp->prefill_done, cp->last, cp->draft, cp->rng, cp->generated, cp->main_passes,
-                          cp->drafts, cp->accepted, s->recorded_tokens, cp->generated - s->recorded_tokens, kv_from, 0};
-    int rows = cp->len - kv_from;
-    uint64_t len = sizeof f + (uint64_t)f.n_tok * 4 + kv_row_bytes(s, kv->n_layers + (mtp_kv ? 1 : 0), rows);
+                          cp->drafts, cp->accepted, s->recorded_tokens, cp->generated - s->recorded_tokens, kv_from,
+                          mtp ? cp->mtp_new : 0, mtp ? cp->mtp_from : 0, mtp ? cp->mtp_to : 0};
+    uint64_t len = sizeof f + (uint64_t)f.n_tok * 4 + record_kv_bytes(s, &f);
     uint32_t crc;
     off_t start = lseek(s->fd, 0, SEEK_END);
     if (write_record_head(s, REC_CHECKPOINT, len, &crc, err, errlen) || write_all(s, &f, sizeof f, &crc, err, errlen) ||
         write_all(s, s->tokens + f.tok_from, (size_t)f.n_tok * 4, &crc, err, errlen) ||
         write_kv_rows(s, kv, kv_from, cp->len, &crc, err, errlen) ||
-        (mtp_kv && write_kv_rows(s, mtp_kv, kv_from, cp->len, &crc, err, errlen)) || write_all(s, &crc, 4, NULL, err, errlen))
+        (mtp && write_kv_rows(s, mtp_kv, f.mtp_new, f.mtp_to, &crc, err, errlen)) || write_all(s, &crc, 4, NULL, err, errlen))
         return -1;
-    if (push_extent(s, start + 16 + (int64_t)sizeof f + (int64_t)f.n_tok * 4, kv_from, cp->len)) {
+    if (push_extent(s, start + 16 + (int64_t)sizeof f + (int64_t)f.n_tok * 4, kv_from, cp->len, f.mtp_new, f.mtp_to)) {
         error_set(err, errlen, "out of memory");
         return -1;
     }
     s->last = *cp;
+    s->last.mtp_from = f.mtp_from;
+    s->last.mtp_to = f.mtp_to;
+    s->last.mtp_new = f.mtp_new;
     s->recorded_tokens = cp->generated;
     s->final_reason = -1;
     int prefill = cp->prefill_done < s->hdr.n_prompt;
@@ -373,16 +389,26 @@ static int boundary_consistent(const dsspec_session *s, const checkpoint_fixed *
            f->main_passes <= f->generated;
 }
 
+/* The MTP rows a record says are valid: within the KV, and either starting with the rows it
+ * carries (after a hole, or the first) or the previous record's valid rows extended by them. */
+static int mtp_rows_consistent(const dsspec_session *s, const checkpoint_fixed *f)
+{
+    int prev_from = s->n_extents ? s->last.mtp_from : 0, prev_to = s->n_extents ? s->last.mtp_to : 0;
+    if (!s->hdr.mtp) return f->mtp_from == 0 && f->mtp_new == 0 && f->mtp_to == 0;
+    return 0 <= f->mtp_from && f->mtp_from <= f->mtp_new && f->mtp_new <= f->mtp_to && f->mtp_to <= f->len &&
+           (f->mtp_from == f->mtp_new || (f->mtp_from == prev_from && f->mtp_new == prev_to));
+}
+
 static int apply_checkpoint(dsspec_session *s, const char *p, const record *r)
 {
     checkpoint_fixed f;
     if (r->len < sizeof f) return -1;
     memcpy(&f, p, sizeof f);
-    int kv_from = s->n_extents ? s->last.len : 0, layers = s->hdr.n_layers + (s->hdr.mtp ? 1 : 0);
+    int kv_from = s->n_extents ? s->last.len : 0;
     if (f.kv_from != kv_from || f.len < kv_from || f.tok_from != s->recorded_tokens || f.n_tok < 0 ||
-        sizeof f + (uint64_t)f.n_tok * 4 > r->head_len ||
-        f.generated != f.tok_from + f.n_tok || f.prefill_done > s->hdr.n_prompt || f.len > s->hdr.ctx ||
-        r->len != sizeof f + (uint64_t)f.n_tok * 4 + kv_row_bytes(s, layers, f.len - kv_from))
+        sizeof f + (uint64_t)f.n_tok * 4 > r->head_len || f.generated != f.tok_from + f.n_tok ||
+        f.prefill_done > s->hdr.n_prompt || f.len > s->hdr.ctx || !mtp_rows_consistent(s, &f) ||
+        r->len != sizeof f + (uint64_t)f.n_tok * 4 + record_kv_bytes(s, &f))
         return -1;
     int had = s->n_tokens;
     s->n_tokens = s->recorded_tokens; /* a FINAL before this record no longer ends the run */
@@ -395,8 +421,9 @@ static int apply_checkpoint(dsspec_session *s, const char *p, const record *r)
         s->n_tokens = had; /* the state before this record stands, a FINAL's tokens included */
         return -1;
     }
-    if (push_extent(s, r->off + (int64_t)sizeof f + 4 * (int64_t)f.n_tok, kv_from, f.len)) return -1;
-    s->last = (gen_checkpoint){f.len, f.prefill_done, f.last, f.draft, f.rng, f.generated, f.main_passes, f.drafts, f.accepted};
+    if (push_extent(s, r->off + (int64_t)sizeof f + 4 * (int64_t)f.n_tok, kv_from, f.len, f.mtp_new, f.mtp_to)) return -1;
+    s->last = (gen_checkpoint){f.len, f.prefill_done, f.last, f.draft, f.rng, f.generated, f.main_passes, f.drafts, f.accepted,
+                               f.mtp_from, f.mtp_to, f.mtp_new};
     s->recorded_tokens = f.generated;
     s->final_reason = -1;
     return 0;
@@ -533,12 +560,17 @@ int dsspec_session_tokens(const dsspec_session *s, const int **ids)
     return s->n_tokens;
 }
 
+static const char *mtp_name(int mtp)
+{
+    return mtp == 2 ? "auto" : mtp ? "on" : "off";
+}
+
 /* The first setting of the file's header that this run changes, as "--flag was X, now Y". */
 static int settings_differ(const session_settings *a, const session_settings *b, char *what, size_t n)
 {
     if (a->n_layers != b->n_layers || a->latent_dim != b->latent_dim || a->rope_dim != b->rope_dim)
         snprintf(what, n, "a checkpoint of another shape");
-    else if (a->mtp != b->mtp) snprintf(what, n, "--mtp %s (this run: %s)", a->mtp ? "on" : "off", b->mtp ? "on" : "off");
+    else if (a->mtp != b->mtp) snprintf(what, n, "--mtp %s (this run: %s)", mtp_name(a->mtp), mtp_name(b->mtp));
     else if (a->kv_bf16 != b->kv_bf16) snprintf(what, n, "--kv-dtype %s (this run: %s)", a->kv_bf16 ? "bf16" : "f32", b->kv_bf16 ? "bf16" : "f32");
     else if (a->ctx != b->ctx) snprintf(what, n, "--ctx %d (this run: %d)", a->ctx, b->ctx);
     else if (a->eos_id != b->eos_id) snprintf(what, n, "EOS id %d (this run: %d; --ignore-eos differs)", a->eos_id, b->eos_id);
@@ -660,7 +692,8 @@ int session_restore_kv(void *ctx, kv_cache *kv, kv_cache *mtp_kv, char *err, siz
     for (int i = 0; i < s->n_extents; i++) {
         const kv_extent *x = &s->extents[i];
         int64_t off = x->kv_offset;
-        if (read_kv_rows(s, kv, &off, x->from, x->len) || (mtp_kv && read_kv_rows(s, mtp_kv, &off, x->from, x->len))) {
+        if (read_kv_rows(s, kv, &off, x->from, x->len) ||
+            (mtp_kv && s->hdr.mtp && read_kv_rows(s, mtp_kv, &off, x->mtp_from, x->mtp_to))) {
             error_set(err, errlen, "session %s: cannot read its KV rows: %s", s->path, strerror(errno));
             return -1;
         }

@@ -16,7 +16,7 @@ int explore_schedule_step(explore_schedule *s, int pick, double step_cost, doubl
     s->budget += step_cost / EXPLORE_SHARE;
     if (loss < 0) loss = 0;
     ++s->since;
-    if ((s->since >= s->gap && s->budget >= loss) || s->since >= 4 * s->gap) {
+    if ((s->since >= s->gap && s->budget >= loss) || s->since >= EXPLORE_FORCED * s->gap) {
         s->since = 0;
         s->budget -= loss;
         s->gap = 2 * s->gap < EXPLORE_GAP_CAP ? 2 * s->gap : EXPLORE_GAP_CAP;

@@ -1,9 +1,12 @@
 /* The decode loop, MTP off, on and auto. With a draft, a step verifies [last, draft] at positions
  * [L, L+1] in one main-model pass; a rejected draft's position is not counted in the sequence, and
  * the MTP layer then runs over the accepted rows to draft the next token. Without a draft (off, or
- * auto when a draft does not pay), a step is one row; with MTP on or auto the MTP layer still
- * writes its KV entry for that row (no experts, no attention: see mtp_forward), so a draft can
- * follow at any step. */
+ * auto when a draft does not pay), a step is one row; its MTP row then only needs a KV entry (no
+ * experts, no attention: see mtp_forward). MTP on writes every such entry; auto keeps the last
+ * mtp_window of them unwritten and writes them only when a draft follows, so a stretch without
+ * drafts costs no MTP work, and a draft after a longer one attends to the MTP rows from the
+ * window's start on (the MTP KV holds holes; the loop tracks which rows are valid). */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,16 +28,18 @@ static double cpu_seconds(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* A running mean that follows a regime change within ~8 samples; n = 0: no sample yet. A sample
- * above 3x the mean counts as 3x: on a shared machine one pass preempted for a few milliseconds
- * would otherwise swing the estimate for many steps, while a real slowdown still shows within a
- * few samples. */
+/* A running mean that follows a regime change within ~8 samples; n = 0: no sample yet. The first
+ * 8 samples weigh alike (their plain mean): a rarely sampled estimate (auto's tries) would otherwise
+ * keep its first sample, taken at the cold start, for dozens of samples. A sample above 3x the mean
+ * counts as 3x: on a shared machine one pass preempted for a few milliseconds would otherwise swing
+ * the estimate for many steps, while a real slowdown still shows within a few samples. */
 typedef struct { double v; int n; } ewma;
 
 static void ewma_add(ewma *e, double x)
 {
     if (e->n >= 4 && x > 3 * e->v) x = 3 * e->v;
-    e->v = e->n++ ? e->v + (x - e->v) * 0.125 : x;
+    e->v += (x - e->v) * (e->n < 8 ? 1.0 / (e->n + 1) : 0.125);
+    e->n++;
 }
 
 /* --mtp auto's state: per-part costs of a step, and when to try the mode the estimates do not pick
@@ -75,11 +80,18 @@ typedef struct {
     uint64_t rng_base;   /* the sampler's state the per-position draws are keyed from */
     draft_policy pol;
     expert_meter meter;      /* the provider every decode pass goes through */
-    /* MTP rows that only need their KV entry (steps without a draft), written together in one
-     * pass of up to kv_batch rows: one read of the MTP's projection for many rows instead of one
-     * per step. Written before a draft (which attends to them) and before a reported boundary. */
-    float *kv_hidden;        /* [kv_batch][H] */
-    int *kv_next, *kv_pos, kv_pending, kv_steps, kv_batch;
+    /* The MTP KV rows [mtp_lo, mtp_hi) were written for their positions (contiguous): a draft
+     * attends to nothing below mtp_lo. mtp_new: the first row written since the last boundary. */
+    int mtp_lo, mtp_hi, mtp_new;
+    /* MTP rows that only need their KV entry (steps without a draft), not yet written: a ring of
+     * ring_cap (hidden, next token) pairs at the consecutive positions ring_pos.., the oldest at
+     * ring_head. On writes them kv_batch at a time (one read of the MTP's projections for many
+     * rows instead of one per step) and at a reported boundary; auto only before a draft, which
+     * attends to them, and forgets the oldest when the ring is full. */
+    float *kv_hidden;        /* [ring_cap][H] */
+    int *kv_next;            /* [ring_cap] */
+    int *kv_pos;             /* [kv_batch]: one write's positions */
+    int ring_pos, ring_head, kv_pending, ring_cap, kv_steps, kv_batch;
     char *err;
     size_t errlen;
 } decoder;
@@ -98,16 +110,53 @@ static int step_hook(decoder *d)
     return d->o->on_step ? d->o->on_step(d->o->step_ctx, d->st->generated) : 0;
 }
 
-/* The pending KV-only MTP rows written in one pass; its time per step into the mtp_kv estimate. */
+/* MTP rows [from, to) were just written: a start that does not follow the valid rows (a hole
+ * before it) starts the window again. */
+static void mtp_rows_written(decoder *d, int from, int to)
+{
+    if (from != d->mtp_hi) d->mtp_lo = from;
+    d->mtp_hi = to;
+    if (from < d->mtp_new) d->mtp_new = from;
+}
+
+/* One more KV-only MTP row, at the position after the ring's last (the loop's rows are consecutive);
+ * a full ring forgets its oldest (auto only: on writes before it fills). */
+static void ring_push(decoder *d, const float *hidden, int next, int pos)
+{
+    if (!d->kv_pending) {
+        d->ring_pos = pos;
+        d->ring_head = 0;
+    }
+    if (d->kv_pending == d->ring_cap) {
+        d->ring_head = (d->ring_head + 1) % d->ring_cap;
+        d->ring_pos++;
+        d->kv_pending--;
+    }
+    int at = (d->ring_head + d->kv_pending++) % d->ring_cap;
+    memcpy(d->kv_hidden + (size_t)at * d->H, hidden, d->H * sizeof(float));
+    d->kv_next[at] = next;
+}
+
+/* The ring's rows written, up to kv_batch per pass (and not across its wrap); the time per step
+ * they stood for into the mtp_kv estimate. */
 static int flush_mtp_kv(decoder *d)
 {
     if (!d->kv_pending) return 0;
     double t = now_seconds();
-    if (mtp_forward(d->m, d->mtp_kv, d->ep, d->kv_hidden, d->kv_next, d->kv_pos, d->kv_pending, NULL, 0, d->err, d->errlen))
-        return -1;
+    int first = d->ring_pos, n = d->kv_pending;
+    for (int done = 0, nb; done < n; done += nb) {
+        int at = (d->ring_head + done) % d->ring_cap;
+        nb = n - done < d->ring_cap - at ? n - done : d->ring_cap - at;
+        nb = nb < d->kv_batch ? nb : d->kv_batch;
+        for (int b = 0; b < nb; b++) d->kv_pos[b] = first + done + b;
+        if (mtp_forward(d->m, d->mtp_kv, d->ep, d->kv_hidden + (size_t)at * d->H, d->kv_next + at, d->kv_pos, nb, NULL, 0,
+                        0, d->err, d->errlen))
+            return -1;
+    }
     double dt = now_seconds() - t;
     ewma_add(&d->pol.mtp_kv, dt / d->kv_steps);
     d->st->mtp_kv_seconds += dt;
+    mtp_rows_written(d, first, first + n);
     d->kv_pending = d->kv_steps = 0;
     return 0;
 }
@@ -117,18 +166,23 @@ static int report_boundary(decoder *d, int prefill_done, int last, int draft)
 {
     const gen_options *o = d->o;
     if (!o->on_checkpoint) return 0;
-    if (flush_mtp_kv(d)) return -1; /* a boundary's MTP rows [0, len) are final */
+    if (o->mtp == GEN_MTP_ON && flush_mtp_kv(d)) return -1; /* on: a boundary's MTP rows [0, len) are whole */
     const gen_stats *st = d->st;
-    gen_checkpoint cp = {d->len, prefill_done, last, draft, d->rng_base,
-                         st->generated, st->main_passes, st->drafts, st->accepted};
+    int fresh = d->mtp_new < d->mtp_lo ? d->mtp_lo : d->mtp_new < d->mtp_hi ? d->mtp_new : d->mtp_hi;
+    gen_checkpoint cp = {d->len, prefill_done, last, draft, d->rng_base, st->generated, st->main_passes,
+                         st->drafts, st->accepted, d->mtp_lo, d->mtp_hi, fresh};
+    d->mtp_new = INT_MAX;
     return o->on_checkpoint(o->checkpoint_ctx, &cp, d->kv, d->mtp_kv, d->err, d->errlen) ? -1 : 0;
 }
 
-/* MTP over rows pairing hidden[i] with next[i] at pos0 + i; *draft = argmax of the last row. */
+/* MTP over rows pairing hidden[i] with next[i] at pos0 + i (the ring written first); *draft = argmax
+ * of the last row, which attends to the valid rows before pos0 when they reach it, else from pos0. */
 static int draft_next(decoder *d, const float *hidden, const int *next, int pos0, int nb, int *draft)
 {
-    int pos[2] = {pos0, pos0 + 1};
-    if (mtp_forward(d->m, d->mtp_kv, &d->meter.self, hidden, next, pos, nb, d->mtp_logits, nb - 1, d->err, d->errlen)) return -1;
+    int pos[2] = {pos0, pos0 + 1}, from = pos0 == d->mtp_hi ? d->mtp_lo : pos0;
+    if (mtp_forward(d->m, d->mtp_kv, &d->meter.self, hidden, next, pos, nb, d->mtp_logits, nb - 1, from, d->err, d->errlen))
+        return -1;
+    mtp_rows_written(d, pos0, pos0 + nb);
     *draft = sampler_argmax(d->mtp_logits, d->V);
     return 0;
 }
@@ -145,9 +199,11 @@ static int prefill_chunk(decoder *d, const int *prompt, int start, int nb, int *
                            .prefetch_guesses = o->prefetch_guesses};
     if (model_forward(d->m, d->kv, d->ep, prompt + start, pos, nb, &req, d->err, d->errlen)) return -1;
     int known = last_chunk ? nb - 1 : nb; /* the last prompt row waits for the sampled token */
-    if (o->mtp && known > 0 &&
-        mtp_forward(d->m, d->mtp_kv, d->ep, d->hidden, prompt + start + 1, pos, known, NULL, 0, d->err, d->errlen))
-        return -1;
+    if (o->mtp && known > 0) {
+        if (mtp_forward(d->m, d->mtp_kv, d->ep, d->hidden, prompt + start + 1, pos, known, NULL, 0, 0, d->err, d->errlen))
+            return -1;
+        mtp_rows_written(d, start, start + known);
+    }
     if (o->mtp && last_chunk) /* keep h_{n-1} for the draft */
         memmove(d->hidden, d->hidden + (size_t)(nb - 1) * d->H, d->H * sizeof(float));
     return 0;
@@ -233,7 +289,7 @@ static int draft_load_allowance(const decoder *d)
     const draft_policy *p = &d->pol;
     if (d->o->drop_at_first_load || !p->miss_cost.n || p->miss_cost.v <= 0 || !p->plain_pass.n) return 0;
     double a = (d->st->accepted + 1.0) / (d->st->drafts + d->st->rows_dropped + 2.0);
-    double n = a * (p->plain_pass.v + p->mtp_kv.v) / ((1 + (p->hit_rate.n ? p->hit_rate.v : 1)) * p->miss_cost.v);
+    double n = a * p->plain_pass.v / ((1 + (p->hit_rate.n ? p->hit_rate.v : 1)) * p->miss_cost.v);
     return n < 1 << 20 ? (int)n : 1 << 20;
 }
 
@@ -272,10 +328,11 @@ static int decode_plain(decoder *d, int last)
 
 /* Whether the next step drafts. The choice uses only what is already known (timings, past
  * acceptance, room left), never the token the step will draw, so the output stays exact. Tokens per
- * second: drafting (1 + a) / (verify pass + drafting MTP pass + draft_charge), plain 1 / (1-row pass
- * + KV-only MTP pass), a counting drafts dropped mid-pass as rejected. Until both are measured it
- * tries each; after that the mode the estimates do not pick is tried within the exploration
- * budget (EXPLORE_SHARE). */
+ * second: drafting (1 + a) / (verify pass + drafting MTP pass + draft_charge), plain 1 / 1-row pass
+ * (its KV-only MTP row is written only if a draft follows: a one-off when drafting resumes, left
+ * out), a counting drafts dropped mid-pass as rejected. Until both are measured it tries each;
+ * after that the mode the estimates do not pick is tried within the exploration budget
+ * (EXPLORE_SHARE). */
 static int choose_draft(decoder *d)
 {
     const gen_options *o = d->o;
@@ -283,11 +340,16 @@ static int choose_draft(decoder *d)
     draft_policy *p = &d->pol;
     if (d->len + 2 > o->ctx || st->generated + 2 > o->max_new) { st->no_draft_end++; return 0; }
     if (o->mtp == GEN_MTP_ON) return 1;
+    if (o->draft_schedule) {
+        int pick = o->draft_schedule(o->schedule_ctx, st->generated) != 0;
+        st->no_draft_cost += !pick;
+        return pick;
+    }
     if (!p->verify_pass.n || !p->mtp_draft.n) return 1;
     if (!p->plain_pass.n) { st->no_draft_explore++; return 0; } /* mtp_kv: 0 until its first batch */
     double a = (st->accepted + 1.0) / (st->drafts + st->rows_dropped + 2.0);
     double draft_cost = p->verify_pass.v + p->mtp_draft.v + (p->draft_charge.n ? p->draft_charge.v : 0);
-    double plain_cost = p->plain_pass.v + p->mtp_kv.v;
+    double plain_cost = p->plain_pass.v;
     int best = (1 + a) / draft_cost > 1 / plain_cost;
     /* what one step of the other mode loses against the pick, for the tokens it yields */
     double loss = best ? plain_cost - draft_cost / (1 + a) : draft_cost - (1 + a) * plain_cost;
@@ -317,10 +379,11 @@ static int verify_pays(decoder *d, int draft)
 {
     const draft_policy *p = &d->pol;
     d->pol.pending_p = draft_probability(d, draft);
-    if (d->o->mtp != GEN_MTP_AUTO || !p->plain_pass.n || !p->verify_pass.n || d->st->drafts < 8) return 1;
+    if (d->o->mtp != GEN_MTP_AUTO || d->o->draft_schedule || !p->plain_pass.n || !p->verify_pass.n || d->st->drafts < 8)
+        return 1;
     double odds = d->pol.pending_p * (d->st->accepted + 1.0) / (p->draft_p_sum + 1.0);
     double extra = p->verify_pass.v - p->plain_pass.v + (p->draft_charge.n ? p->draft_charge.v : 0);
-    return (odds < 1 ? odds : 1) * (p->plain_pass.v + p->mtp_kv.v) > extra;
+    return (odds < 1 ? odds : 1) * p->plain_pass.v > extra;
 }
 
 /* After a pass: the MTP over its rows (hidden[i] with next[i] at pos0 + i), drafting the next token
@@ -343,14 +406,11 @@ static int mtp_after(decoder *d, const float *hidden, const int *next, int pos0,
         return 0;
     }
     *draft = -1;
-    if (d->kv_pending + nb > d->kv_batch && flush_mtp_kv(d)) return -1;
-    for (int b = 0; b < nb; b++, d->kv_pending++) {
-        memcpy(d->kv_hidden + (size_t)d->kv_pending * d->H, hidden + (size_t)b * d->H, d->H * sizeof(float));
-        d->kv_next[d->kv_pending] = next[b];
-        d->kv_pos[d->kv_pending] = pos0 + b;
-    }
+    int eager = d->o->mtp == GEN_MTP_ON;
+    if (eager && d->kv_pending + nb > d->kv_batch && flush_mtp_kv(d)) return -1;
+    for (int b = 0; b < nb; b++) ring_push(d, hidden + (size_t)b * d->H, next[b], pos0 + b);
     d->kv_steps++;
-    return d->kv_pending == d->kv_batch ? flush_mtp_kv(d) : 0;
+    return eager && d->kv_pending == d->kv_batch ? flush_mtp_kv(d) : 0;
 }
 
 /* [last, draft] verified at [L, L + 1]. 1: generation stops, -1: error. */
@@ -420,7 +480,7 @@ static int decode(decoder *d, int last, int draft, int fresh)
 {
     double cpu0 = cpu_seconds();
     int rc = d->o->mtp ? decode_mtp(d, last, draft, fresh) : decode_plain(d, last);
-    if (rc == 0 && flush_mtp_kv(d)) rc = -1;
+    if (rc == 0 && d->o->mtp == GEN_MTP_ON && flush_mtp_kv(d)) rc = -1;
     gen_stats *st = d->st;
     st->decode_cpu_seconds = cpu_seconds() - cpu0;
     st->est_plain_s = d->pol.plain_pass.v;
@@ -456,13 +516,19 @@ static int restore(decoder *d)
 {
     const gen_checkpoint *r = d->o->resume;
     if (!r) return 0;
-    if (r->len > d->o->ctx || r->prefill_done > d->n_prompt || (r->prefill_done == d->n_prompt && r->last < 0)) {
-        snprintf(d->err, d->errlen, "resume point (position %d, prompt row %d) does not fit this prompt and --ctx %d",
-                 r->len, r->prefill_done, d->o->ctx);
+    if (r->len > d->o->ctx || r->prefill_done > d->n_prompt || (r->prefill_done == d->n_prompt && r->last < 0) ||
+        (d->o->mtp && !(0 <= r->mtp_from && r->mtp_from <= r->mtp_to && r->mtp_to <= r->len))) {
+        snprintf(d->err, d->errlen,
+                 "resume point (position %d, prompt row %d, MTP rows [%d, %d)) does not fit this prompt and --ctx %d",
+                 r->len, r->prefill_done, r->mtp_from, r->mtp_to, d->o->ctx);
         return -1;
     }
     if (d->o->restore_kv(d->o->checkpoint_ctx, d->kv, d->mtp_kv, d->err, d->errlen)) return -1;
     d->len = r->len;
+    if (d->o->mtp) {
+        d->mtp_lo = r->mtp_from;
+        d->mtp_hi = r->mtp_to;
+    }
     d->st->generated = r->generated;
     d->st->main_passes = r->main_passes;
     d->st->drafts = r->drafts;
@@ -494,7 +560,7 @@ int generate(model *m, expert_provider *ep, const int *prompt, int n_prompt, con
     gen_options opts = *o;
     opts.prefill_chunk = chunk;
     decoder d = {.m = m, .ep = ep, .o = &opts, .st = st, .n_prompt = n_prompt, .V = c->vocab_size, .H = c->hidden_size,
-                 .rng_base = o->sampler->state, .err = err, .errlen = errlen};
+                 .rng_base = o->sampler->state, .mtp_new = INT_MAX, .err = err, .errlen = errlen};
     int rc = -1;
     explore_schedule_init(&d.pol.explore);
     d.kv = o->kv;
@@ -504,8 +570,9 @@ int generate(model *m, expert_provider *ep, const int *prompt, int n_prompt, con
     d.mtp_logits = malloc(2 * (size_t)d.V * sizeof(float));
     d.hidden = malloc((size_t)(chunk > 2 ? chunk : 2) * d.H * sizeof(float));
     d.kv_batch = chunk < 2 ? 2 : chunk < MTP_KV_BATCH ? chunk : MTP_KV_BATCH;
-    d.kv_hidden = malloc((size_t)d.kv_batch * d.H * sizeof(float));
-    d.kv_next = malloc((size_t)d.kv_batch * sizeof(int));
+    d.ring_cap = o->mtp != GEN_MTP_AUTO ? d.kv_batch : o->mtp_window > 0 ? o->mtp_window : GEN_MTP_WINDOW_DEFAULT;
+    d.kv_hidden = malloc((size_t)d.ring_cap * d.H * sizeof(float));
+    d.kv_next = malloc((size_t)d.ring_cap * sizeof(int));
     d.kv_pos = malloc((size_t)d.kv_batch * sizeof(int));
     meter_init(&d.meter, ep, &opts, c->num_experts_per_tok);
     if (ready && !(d.logits && d.mtp_logits && d.hidden && d.kv_hidden && d.kv_next && d.kv_pos)) {

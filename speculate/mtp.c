@@ -3,7 +3,7 @@
 #include "speculate/speculate.h"
 
 int mtp_forward(model *m, kv_cache *mtp_kv, expert_provider *ep, const float *hidden, const int *next_tokens,
-                const int *pos, int nb, float *logits, int logits_from, char *err, size_t errlen)
+                const int *pos, int nb, float *logits, int logits_from, int attend_from, char *err, size_t errlen)
 {
     const model_config *c = model_get_config(m);
     const mtp_extras *x = model_mtp_extras(m);
@@ -22,7 +22,8 @@ int mtp_forward(model *m, kv_cache *mtp_kv, expert_provider *ep, const float *hi
     if (full > 0 && model_layer_write_kv(m, L, mtp_kv, buf.u, pos, full, err, errlen)) return -1;
     if (full >= nb) return 0;
     float *u = buf.u + (size_t)full * H;
-    if (model_decoder_layer(m, L, mtp_kv, ep, u, pos + full, nb - full, NULL, err, errlen)) return -1;
+    forward_request req = {.attend_from = attend_from};
+    if (model_decoder_layer(m, L, mtp_kv, ep, u, pos + full, nb - full, &req, err, errlen)) return -1;
     for (int b = 0; b < nb - full; b++) model_rmsnorm(u + (size_t)b * H, x->head_norm, H, c->rms_norm_eps, u + (size_t)b * H);
     model_bf16_matvec(m, x->head_data, c->vocab_size, H, u, nb - full, logits);
     return 0;

@@ -12,10 +12,12 @@
 /* MTP pass: row i pairs the main model's post-norm hidden h_i with the embedding of the NEXT token
  * x_{i+1} (embedding first in the concat) and runs the MTP block at position pos[i] with its own KV.
  * logits: [nb - logits_from][V] for rows logits_from.. (NULL: none). Rows before logits_from (all rows
- * when logits is NULL) only write their MTP KV entries: nothing reads their block outputs. Works in
- * the model's scratch arena: nb and positions within model_reserve_scratch's rows and ctx. */
+ * when logits is NULL) only write their MTP KV entries: nothing reads their block outputs. The rows
+ * with logits attend to MTP positions [attend_from, pos[i]]: every one of them must hold a row
+ * written for that position. Works in the model's scratch arena: nb and positions within
+ * model_reserve_scratch's rows and ctx. */
 int mtp_forward(model *m, kv_cache *mtp_kv, expert_provider *ep, const float *hidden, const int *next_tokens,
-                const int *pos, int nb, float *logits, int logits_from, char *err, size_t errlen);
+                const int *pos, int nb, float *logits, int logits_from, int attend_from, char *err, size_t errlen);
 
 /* Acceptance of a draft against the target logits of the row that verifies it. Returns 1 when
  * accepted; *token is the token this row emits (the draft when accepted). The row's token is
@@ -28,11 +30,14 @@ int verify_draft(sampler *s, const float *logits, int draft, int *token);
  * (gen_checkpoint.rng, p), so the output depends on neither the path (MTP off, on, auto) nor where a
  * run was resumed. */
 
-/* A step boundary of the loop: everything it needs to continue from here, given the KV rows
- * [0, len) of the main and (MTP on) the MTP cache. Rows below len are final: no later pass
- * rewrites them (a rejected draft's row is at len or beyond). During prefill, prefill_done < the
- * prompt's length and last/draft are unset; the MTP rows [0, len) are written there too, because
- * only non-final chunks (whose every next token is known) are reported. */
+/* A step boundary of the loop: everything it needs to continue from here, given the main KV rows
+ * [0, len) and the MTP KV rows [mtp_from, mtp_to). Rows below len are final: no later pass
+ * rewrites them (a rejected draft's row is at len or beyond). The MTP rows are written once each,
+ * and not all of them (--mtp auto skips the KV-only rows of steps without a draft): those outside
+ * [mtp_from, mtp_to) may hold anything, a previous request's rows included, and nothing attends to
+ * them. An observer that keeps the MTP KV across boundaries stores rows [mtp_new, mtp_to), the ones
+ * written since the previous boundary; restored in order, they rebuild [mtp_from, mtp_to). During
+ * prefill, prefill_done < the prompt's length and last/draft are unset. */
 typedef struct {
     int len;                 /* KV positions [0, len) are final */
     int prefill_done;        /* prompt rows done; the prompt's length once decoding */
@@ -40,12 +45,18 @@ typedef struct {
     int draft;               /* MTP's draft for the next step (-1: MTP off or in prefill) */
     uint64_t rng;            /* the sampler's base state (draws are keyed from it per position) */
     int generated, main_passes, drafts, accepted;
+    int mtp_from, mtp_to;    /* the valid MTP rows, mtp_from <= mtp_to <= len (0, 0: MTP off) */
+    int mtp_new;             /* mtp_from <= mtp_new <= mtp_to: rows [mtp_new, mtp_to) are new */
 } gen_checkpoint;
 
 /* gen_options.mtp: off, draft every step, or draft only on steps where the running cost estimates
- * say a draft yields more tokens per second (the MTP KV is kept complete either way, so drafting
- * can resume at any step). */
+ * say a draft yields more tokens per second. On writes every MTP KV row; auto writes the KV-only
+ * rows of steps without a draft only when a draft follows, the last gen_options.mtp_window of them
+ * at most (a draft after a longer stretch without attends to those and what it writes next). */
 enum { GEN_MTP_OFF = 0, GEN_MTP_ON = 1, GEN_MTP_AUTO = 2 };
+
+/* gen_options.mtp_window when 0: measured by bench/decode/mtp_window.c (README, MTP off / on / auto). */
+enum { GEN_MTP_WINDOW_DEFAULT = 64 };
 
 typedef struct {
     int mtp;                 /* GEN_MTP_* */
@@ -88,6 +99,12 @@ typedef struct {
     /* 1: an auto draft row leaves at its first predicted evicting load; 0: after as many as the
      * running costs say an accepted draft pays for (a test pins the rule with 1) */
     int drop_at_first_load;
+    /* Auto: KV-only MTP rows kept unwritten at most (0: GEN_MTP_WINDOW_DEFAULT), and optionally
+     * the draft decision itself (1: draft this step; a test and a bench pin the schedule with it;
+     * every draft is then verified). */
+    int mtp_window;
+    int (*draft_schedule)(void *ctx, int generated);
+    void *schedule_ctx;
     /* Optional: KV caches of at least ctx positions (of kv_bf16's type) to run in, kept by the
      * caller across calls: rows are written before they are read, so what an earlier call left in
      * them changes nothing, and a server or batch skips a fresh allocation's page faults and

@@ -10,13 +10,16 @@ enum { METER_MAX_K = 16 };
 /* --mtp auto's tries of the mode its estimates do not pick (speculate/explore.c). A try comes at
  * most once per gap steps and only while what tries lost (estimated) stays under 1/EXPLORE_SHARE
  * of the run's time, so a try that costs ten plain steps waits ten times longer than one that
- * costs one; and at least once per 4 x gap steps whatever the budget, so that an estimate taken at
- * a bad moment (the cold cache of the first steps, a preempted pass) does not stand for the whole
- * run. The gap starts at EXPLORE_GAP_MIN and doubles with each try, up to EXPLORE_GAP_CAP, while
- * the pick stays the same: a try's estimated loss misses what it does to a small cache (a draft
- * pass reads the MTP layer's experts over hot ones; measured on the embedded model at 12 slots, a
- * try every 32 steps cost 10% of the run where its estimate said under 2%). */
-enum { EXPLORE_GAP_MIN = 32, EXPLORE_GAP_CAP = 512, EXPLORE_SHARE = 64 };
+ * costs one; and at least once per EXPLORE_FORCED x gap steps whatever the budget, so that an
+ * estimate taken at a bad moment (the cold cache of the first steps, a preempted pass) does not
+ * stand for the whole run. Not more often than that: a try reads MTP-layer experts no plain step
+ * needs, cold, and on the embedded model with everything cached the tries forced at 4 x gap cost
+ * 2-5% of a 400-token run where the budget allowed none (README, MTP off / on / auto). The gap
+ * starts at EXPLORE_GAP_MIN and doubles with each try, up to EXPLORE_GAP_CAP, while the pick stays
+ * the same: a try's estimated loss misses what it does to a small cache (a draft pass reads the
+ * MTP layer's experts over hot ones; measured on the embedded model at 12 slots, a try every 32
+ * steps cost 10% of the run where its estimate said under 2%). */
+enum { EXPLORE_GAP_MIN = 32, EXPLORE_GAP_CAP = 512, EXPLORE_SHARE = 64, EXPLORE_FORCED = 16 };
 typedef struct {
     int since;       /* steps since the last try */
     int gap;

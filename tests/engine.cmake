@@ -41,3 +41,8 @@ add_test(NAME engine_batch COMMAND test_batch $<TARGET_FILE:dsspec> ${CMAKE_SOUR
 # The morning report's pages in headless chromium (installed by tools/test.sh).
 add_test(NAME engine_report_html COMMAND bash ${CMAKE_SOURCE_DIR}/tests/engine/test_report.sh $<TARGET_FILE:dsspec>
          ${CMAKE_SOURCE_DIR}/models/dsspec-tiny)
+
+# Sessions keep --mtp auto's MTP rows (holes, rows written after their boundary): restored as written.
+add_executable(test_session_mtp ${CMAKE_SOURCE_DIR}/tests/engine/test_session_mtp.c)
+target_link_libraries(test_session_mtp PRIVATE dsspec_engine)
+add_test(NAME engine_session_mtp COMMAND test_session_mtp ${CMAKE_SOURCE_DIR}/models/dsspec-tiny)

@@ -75,7 +75,7 @@ static double best_mtp_pass(model *m, kv_cache *mkv, expert_provider *ep, int pa
     for (int i = 0; i < passes; i++) {
         int next[2] = {1, 2}, p[2] = {0, 1};
         double t0 = now();
-        if (mtp_forward(m, mkv, ep, hidden, next, p, 2, logits, 1, err, errlen)) return -1;
+        if (mtp_forward(m, mkv, ep, hidden, next, p, 2, logits, 1, 0, err, errlen)) return -1;
         double t = now() - t0;
         if (t < best) best = t;
     }

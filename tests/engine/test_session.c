@@ -1,8 +1,9 @@
 /* Sessions survive kill -9: runs of the real binary are SIGKILLed at random points (many during
  * the chunked prefill, the rest during decoding, some inside a record's write) and resumed, and the
  * final output must equal, id for id, an uninterrupted run without a session — greedy and seeded
- * sampling, MTP on and off. Also: a torn tail (the file cut at random offsets) and a flipped bit
- * mid-file resume to the same output (the damaged part is dropped and recomputed), a damaged
+ * sampling, MTP on and off, and auto with a window of 2 MTP rows (holes in its MTP KV; that its
+ * rows restore as written is test_session_mtp's). Also: a torn tail (the file cut at random
+ * offsets) and a flipped bit mid-file resume to the same output (the damaged part is dropped and recomputed), a damaged
  * header and every mismatch (another checkpoint, prompt or output-changing flag) are refused with
  * one line, and a finished session can be extended with a larger -n. */
 #include <stdint.h>
@@ -19,14 +20,14 @@ static char dir[] = "/tmp/dsspec_session_XXXXXX";
 enum { N_PREDICT = 120, KILLS_PER_CONFIG = 6 };
 
 typedef struct {
-    const char *mtp, *temp;
+    const char *mtp, *temp, *window; /* window: --mtp-window (auto: a small one leaves holes in the MTP KV) */
 } config;
 
 /* dsspec run with the test's prompt and c's settings, -n n, then extra (NULL-terminated). */
 static void run_args(const char **a, const config *c, const char *n, const char *const *extra)
 {
     const char *base[] = {bin, "run", "-m", model, "--ids", prompt_ids, "-n", n, "--temp", c->temp, "--seed", "7",
-                          "--mtp", c->mtp, "--ignore-eos", "--print-ids", "--quiet", "--ctx", "400",
+                          "--mtp", c->mtp, "--mtp-window", c->window, "--ignore-eos", "--print-ids", "--quiet", "--ctx", "400",
                           "--prefill-chunk", "8", NULL};
     proc_args(a, base, extra);
 }
@@ -194,7 +195,7 @@ static void check_other_format(const config *c, const char *complete)
     free(rec);
     proc_result r;
     run_session(&r, c, "120", old, NULL);
-    CHECK(r.status == 1 && strstr(r.err, "session format 1") && strstr(r.err, "format 2") &&
+    CHECK(r.status == 1 && strstr(r.err, "session format 1") && strstr(r.err, "format 3") &&
               strchr(r.err, '\n') == r.err + strlen(r.err) - 1 && !r.out[0],
           "a format-1 session: status %d, err %s", r.status, r.err);
     printf("a session of another format version is refused naming both versions\n");
@@ -260,8 +261,9 @@ int main(int argc, char **argv)
     /* 150 prompt rows in chunks of 8: 18 prefill records, so kills land inside the prefill. */
     for (int i = 0; i < 150; i++)
         snprintf(prompt_ids + strlen(prompt_ids), sizeof prompt_ids - strlen(prompt_ids), i ? ",%d" : "%d", (i * 37) % 500 + 3);
-    const config configs[] = {{"on", "0"}, {"off", "0"}, {"on", "0.8"}, {"off", "0.8"}};
-    for (int i = 0; i < 4; i++) check_config(&configs[i], i == 2);
+    const config configs[] = {{"on", "0", "64"}, {"off", "0", "64"}, {"on", "0.8", "64"}, {"off", "0.8", "64"},
+                              {"auto", "0.8", "2"}};
+    for (int i = 0; i < 5; i++) check_config(&configs[i], i == 2);
     check_report_left_by_kill();
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -35,10 +35,10 @@ int main(void)
     const int free_tries[] = {32, 96, 224, 480, 992, 1504, 2016};
     check("a free try, the pick never changing", got, tries(2100, 1.0, 0.0, always_plain, got, 16), free_tries, 7);
 
-    /* A try that would lose more than the budget ever holds: only the forced ones, at 4 x the gap
-     * (128, then 256, 512, 1024, 2048). */
-    const int forced[] = {128, 384, 896, 1920, 3968};
-    check("a try too dear for the budget", got, tries(4000, 1e-9, 1.0, always_plain, got, 16), forced, 5);
+    /* A try that would lose more than the budget ever holds: only the forced ones, at 16 x the gap
+     * (512 steps, then 1024, 2048, 4096, 8192 apart). */
+    const int forced[] = {512, 1536, 3584, 7680, 15872};
+    check("a try too dear for the budget", got, tries(16000, 1e-9, 1.0, always_plain, got, 16), forced, 5);
 
     /* The budget (1/64 of each step's cost) pays a try worth 1 step's cost after 64 steps: the
      * first at 64 although the gap allows 32, the next 64 steps on (the gap, 64, and the budget

@@ -5,7 +5,10 @@
  *  - greedy output with MTP on and auto equals MTP off for long generations, and sampled output
  *    too for the same seed (each position's draw is keyed by the seed and the position);
  *  - the point-mass acceptance rule preserves the target distribution (chi-square), alone and
- *    end to end (second generated token, MTP on and auto vs off over many seeds). */
+ *    end to end (second generated token, MTP on and auto vs off over many seeds);
+ *  - auto's holes in the MTP KV: no draft reads a row not written for its position (caches filled
+ *    with NaN beforehand), the windows are as worked out, and a run resumed from what
+ *    gen_checkpoint says to store drafts as the uninterrupted one. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,6 +279,219 @@ static void prefill_reads_once(fixture *f, const char *dir)
     sampler_free(s);
 }
 
+/* --mtp auto with holes in its MTP KV. A pinned schedule drafts while generated % 40 < 3, with a
+ * window of HOLE_W rows, so each burst's first draft follows ~37 steps whose KV-only MTP rows were
+ * never written but the last HOLE_W. The caches are the caller's, filled first with a pattern
+ * (what an earlier request left in them is anything): NaN, or zeros. A draft that attended to a row
+ * not written for its position would turn NaN under the first and not the second, so the drafts
+ * and accepted counts of the two runs would part. */
+enum { HOLE_W = 4, HOLE_N = 200, HOLE_MAX_B = 256 };
+
+typedef struct {
+    int n, len[HOLE_MAX_B], draft[HOLE_MAX_B], from[HOLE_MAX_B], to[HOLE_MAX_B], fresh[HOLE_MAX_B];
+    /* the rows an observer that keeps the KV has stored so far (NaN where none), and their state
+     * at boundary snap_at, to resume from */
+    kv_cache *kv, *mtp_kv, *snap_kv, *snap_mtp;
+    int snap_at;
+    gen_checkpoint snap;
+} boundary_log;
+
+static int bursts(void *ctx, int generated) { (void)ctx; return generated % 40 < 3; }
+
+static void kv_fill(kv_cache *kv, float v)
+{
+    size_t rows = (size_t)kv->n_layers * kv->ctx;
+    for (size_t i = 0; i < rows * kv->latent_dim; i++) ((float *)kv->latent)[i] = v;
+    for (size_t i = 0; i < rows * kv->rope_dim; i++) ((float *)kv->krope)[i] = v;
+}
+
+static void kv_copy_rows(kv_cache *dst, const kv_cache *src, int from, int to)
+{
+    for (int l = 0; src && l < src->n_layers && from < to; l++) {
+        size_t row0 = (size_t)l * src->ctx + from, n = (size_t)(to - from);
+        memcpy((float *)dst->latent + row0 * src->latent_dim, (const float *)src->latent + row0 * src->latent_dim,
+               n * src->latent_dim * sizeof(float));
+        memcpy((float *)dst->krope + row0 * src->rope_dim, (const float *)src->krope + row0 * src->rope_dim,
+               n * src->rope_dim * sizeof(float));
+    }
+}
+
+/* Stores what gen_checkpoint says is new (main rows since the previous boundary, MTP rows
+ * [mtp_new, mtp_to)), as a session does, and logs the boundary. */
+static int log_boundary(void *ctx, const gen_checkpoint *cp, const kv_cache *kv, const kv_cache *mtp_kv, char *err, size_t errlen)
+{
+    boundary_log *b = ctx;
+    (void)err; (void)errlen;
+    if (b->n >= HOLE_MAX_B) return 0;
+    kv_copy_rows(b->kv, kv, b->n ? b->len[b->n - 1] : 0, cp->len);
+    kv_copy_rows(b->mtp_kv, mtp_kv, cp->mtp_new, cp->mtp_to);
+    b->len[b->n] = cp->len;
+    b->draft[b->n] = cp->draft;
+    b->from[b->n] = cp->mtp_from;
+    b->to[b->n] = cp->mtp_to;
+    b->fresh[b->n] = cp->mtp_new;
+    if (b->n++ == b->snap_at) {
+        kv_copy_rows(b->snap_kv, b->kv, 0, b->kv->ctx);
+        kv_copy_rows(b->snap_mtp, b->mtp_kv, 0, b->mtp_kv->ctx);
+        b->snap = *cp;
+    }
+    return 0;
+}
+
+static int restore_snapshot(void *ctx, kv_cache *kv, kv_cache *mtp_kv, char *err, size_t errlen)
+{
+    boundary_log *b = ctx;
+    (void)err; (void)errlen;
+    kv_copy_rows(kv, b->snap_kv, 0, kv->ctx);
+    kv_copy_rows(mtp_kv, b->snap_mtp, 0, mtp_kv->ctx);
+    return 0;
+}
+
+/* One run with holes over caches filled with `fill`; from b->snap when resume is set. */
+static int run_holes(fixture *f, int mtp, double temp, uint64_t seed, float fill, boundary_log *b, int resume, int *out,
+                     gen_stats *st)
+{
+    const model_config *c = model_get_config(f->m);
+    char err[512];
+    int ctx = NP + HOLE_N + 4;
+    sampler *s = sampler_create(c->vocab_size, temp, 0.95, seed);
+    kv_cache *kv = kv_cache_create(c, 0, c->num_hidden_layers, ctx, DTYPE_F32);
+    kv_cache *mkv = kv_cache_create(c, c->num_hidden_layers, 1, ctx, DTYPE_F32);
+    kv_fill(kv, fill);
+    kv_fill(mkv, fill);
+    token_list got = {out, 0, HOLE_N};
+    gen_options o = {.mtp = mtp, .max_new = HOLE_N, .eos_id = -1, .ctx = ctx, .prefill_chunk = 16, .sampler = s,
+                     .on_token = collect, .token_ctx = &got, .mtp_window = HOLE_W,
+                     .draft_schedule = mtp == GEN_MTP_AUTO ? bursts : NULL, .kv = kv, .mtp_kv = mkv,
+                     .on_checkpoint = resume ? NULL : log_boundary, .checkpoint_ctx = b,
+                     .resume = resume ? &b->snap : NULL, .restore_kv = restore_snapshot};
+    int rc = model_reserve_scratch(f->m, o.prefill_chunk, o.ctx, err, sizeof err);
+    if (rc == 0) rc = generate(f->m, &f->ep, prompt, NP, &o, st, err, sizeof err);
+    CHECK(rc == 0, "generate with holes: %s", err);
+    sampler_free(s);
+    kv_cache_free(kv);
+    kv_cache_free(mkv);
+    return got.n;
+}
+
+static void boundary_log_init(fixture *f, boundary_log *b, int snap_at)
+{
+    const model_config *c = model_get_config(f->m);
+    memset(b, 0, sizeof *b);
+    int ctx = NP + HOLE_N + 4;
+    b->kv = kv_cache_create(c, 0, c->num_hidden_layers, ctx, DTYPE_F32);
+    b->snap_kv = kv_cache_create(c, 0, c->num_hidden_layers, ctx, DTYPE_F32);
+    b->mtp_kv = kv_cache_create(c, c->num_hidden_layers, 1, ctx, DTYPE_F32);
+    b->snap_mtp = kv_cache_create(c, c->num_hidden_layers, 1, ctx, DTYPE_F32);
+    kv_fill(b->kv, NAN);
+    kv_fill(b->mtp_kv, NAN);
+    b->snap_at = snap_at;
+}
+
+static void boundary_log_free(boundary_log *b)
+{
+    kv_cache_free(b->kv); kv_cache_free(b->snap_kv); kv_cache_free(b->mtp_kv); kv_cache_free(b->snap_mtp);
+}
+
+/* The valid MTP rows the loop reports: within the KV, the new ones among them, and after a draft
+ * that follows more than HOLE_W steps without one, exactly the window's rows and the draft's own
+ * (worked out from the schedule: the ring holds the HOLE_W rows before the draft row). */
+static int check_windows(const boundary_log *b, const char *dir)
+{
+    int holes = 0;
+    for (int i = 0; i < b->n; i++) {
+        CHECK(0 <= b->from[i] && b->from[i] <= b->fresh[i] && b->fresh[i] <= b->to[i] && b->to[i] <= b->len[i],
+              "%s: boundary %d: MTP rows [%d, %d), new from %d, KV length %d", dir, i, b->from[i], b->to[i], b->fresh[i], b->len[i]);
+        int quiet = i > HOLE_W + 1;
+        for (int k = 1; k <= HOLE_W + 1 && quiet; k++) quiet = b->draft[i - k] < 0;
+        if (b->draft[i] < 0 || !quiet) continue;
+        holes++;
+        CHECK(b->to[i] == b->len[i] && b->to[i] - b->from[i] == HOLE_W + 1,
+              "%s: boundary %d, a draft after a hole: MTP rows [%d, %d) at KV length %d, want the last %d", dir, i, b->from[i],
+              b->to[i], b->len[i], HOLE_W + 1);
+    }
+    return holes;
+}
+
+/* Holes: output as MTP off's, greedy and sampled; the same drafts, boundary by boundary, over NaN-
+ * and zero-filled caches; drafts accepted (by the trained model: the fixtures' random MTP layers
+ * draft nothing the main model takes); the windows as worked out. */
+static void mtp_holes(fixture *f, const char *dir, int trained)
+{
+    for (int round = 0; round < 2; round++) {
+        double temp = round ? 0.8 : 0;
+        uint64_t seed = 11 + round;
+        int out[3][HOLE_N], n[3], holes = 0;
+        gen_stats st[3];
+        boundary_log b[3];
+        for (int r = 0; r < 3; r++) {
+            boundary_log_init(f, &b[r], -1);
+            n[r] = run_holes(f, r ? GEN_MTP_AUTO : GEN_MTP_OFF, temp, seed, r == 1 ? NAN : 0, &b[r], 0, out[r], &st[r]);
+        }
+        holes = check_windows(&b[1], dir);
+        int same_drafts = b[1].n == b[2].n && !memcmp(b[1].draft, b[2].draft, (size_t)b[1].n * sizeof(int));
+        CHECK(n[0] == HOLE_N && n[1] == HOLE_N && n[2] == HOLE_N && !memcmp(out[0], out[1], sizeof out[0]) &&
+              !memcmp(out[0], out[2], sizeof out[0]), "%s: temp %.1f: auto with holes in the MTP KV differs from MTP off", dir, temp);
+        CHECK(same_drafts && st[1].accepted == st[2].accepted,
+              "%s: temp %.1f: drafts over NaN-filled caches differ from those over zero-filled ones (%d vs %d accepted): a "
+              "draft read an MTP row not written for its position", dir, temp, st[1].accepted, st[2].accepted);
+        CHECK((st[1].accepted > 0 || !trained) && holes >= 3, "%s: temp %.1f: %d drafts accepted, %d drafts after a hole",
+              dir, temp, st[1].accepted, holes);
+        if (same_drafts)
+            printf("%s: temp %.1f: auto with %d holes in the MTP KV (window %d) identical to MTP off, %d of %d drafts "
+                   "accepted, the same drafts over NaN- and zero-filled caches\n", dir, temp, holes, HOLE_W, st[1].accepted,
+                   st[1].drafts);
+        for (int r = 0; r < 3; r++) boundary_log_free(&b[r]);
+    }
+}
+
+/* A run resumed from what an observer stored as gen_checkpoint says (main rows since the previous
+ * boundary, MTP rows [mtp_new, mtp_to)), into NaN-filled caches: from the boundary of a draft after
+ * a hole (nothing waits in the ring) it must end with the uninterrupted run's output and drafts;
+ * from one inside a stretch without drafts (rows waiting, lost with the process), with the output,
+ * and with the same drafts whether the caches held NaN or zeros. */
+static void mtp_resume(fixture *f, const char *dir)
+{
+    int full[HOLE_N], got[HOLE_N];
+    gen_stats sf, sr, sz;
+    boundary_log b;
+    boundary_log_init(f, &b, -1);
+    run_holes(f, GEN_MTP_AUTO, 0.8, 21, NAN, &b, 0, full, &sf);
+    int at_draft = -1, inside = -1;
+    for (int i = HOLE_W + 2; i < b.n; i++) {
+        int quiet = 1;
+        for (int k = 1; k <= HOLE_W + 1; k++) quiet &= b.draft[i - k] < 0;
+        if (at_draft < 0 && quiet && b.draft[i] >= 0 && i > b.n / 3) at_draft = i;
+        if (inside < 0 && quiet && b.draft[i] < 0 && b.to[i] < b.len[i] && i > b.n / 2) inside = i;
+    }
+    boundary_log_free(&b);
+    CHECK(at_draft > 0 && inside > 0, "%s: no boundary to resume from (%d, %d)", dir, at_draft, inside);
+    if (at_draft < 0 || inside < 0) return;
+    for (int pass = 0; pass < 2; pass++) {
+        int at = pass ? inside : at_draft, skip;
+        boundary_log_init(f, &b, at);
+        run_holes(f, GEN_MTP_AUTO, 0.8, 21, NAN, &b, 0, got, &sr);
+        skip = b.snap.generated;
+        int n = run_holes(f, GEN_MTP_AUTO, 0.8, 21, NAN, &b, 1, got, &sr);
+        CHECK(n == HOLE_N - skip && !memcmp(got, full + skip, (size_t)n * sizeof(int)),
+              "%s: resumed at boundary %d (generated %d): output differs", dir, at, skip);
+        if (!pass)
+            CHECK(sr.drafts == sf.drafts && sr.accepted == sf.accepted,
+                  "%s: resumed at a draft's boundary %d: %d of %d drafts accepted, uninterrupted %d of %d: the MTP rows it "
+                  "restored are not the ones it had", dir, at, sr.accepted, sr.drafts, sf.accepted, sf.drafts);
+        else {
+            run_holes(f, GEN_MTP_AUTO, 0.8, 21, 0, &b, 1, got, &sz);
+            CHECK(sr.drafts == sz.drafts && sr.accepted == sz.accepted,
+                  "%s: resumed inside a stretch, boundary %d: NaN- and zero-filled caches give %d vs %d accepted", dir, at,
+                  sr.accepted, sz.accepted);
+        }
+        printf("%s: resumed at boundary %d (%s, MTP rows [%d, %d) of %d): %d of %d drafts accepted, output identical\n", dir,
+               at, pass ? "rows waiting in the ring lost" : "a draft after a hole", b.snap.mtp_from, b.snap.mtp_to, b.snap.len,
+               sr.accepted, sr.drafts);
+        boundary_log_free(&b);
+    }
+}
+
 /* Upper tail critical value of chi-square with df degrees of freedom at p = 1e-4 (Wilson-Hilferty). */
 static double chi2_critical(int df)
 {
@@ -379,6 +595,8 @@ int main(int argc, char **argv)
         sampled_identity(&f, argv[i]);
         dropped_rows(&f, argv[i]);
         prefill_reads_once(&f, argv[i]);
+        mtp_holes(&f, argv[i], i == 1);
+        mtp_resume(&f, argv[i]);
         if (i == 1) sampling_end_to_end(&f, 1);
         fixture_close(&f);
     }
