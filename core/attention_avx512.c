@@ -304,13 +304,12 @@ INLINE void weighted_row(int NH, int NV, int PAIRS, __m512 a[4][4], const __mmas
     }
 }
 
-/* acc[h][c0 .. c0 + 16 NV) = acc * alpha[h] (alpha NULL: 1) + sum_t s[h][t] lat[t][...]; columns
- * past R masked. PAIRS: BF16 rows in pair order (R a multiple of 32, NV 2 or 4). TILED: s in the
- * score tiles' order of items of few heads (16 per quad of positions: lane h * 4 + t % 4, so that a
- * quad's weights sit at fixed offsets), else s[h][t] (rows ATTN_BLOCK apart). With pf, a step of it
- * per quad of positions. */
-INLINE void weighted_tile(int NH, int NV, int PAIRS, int TILED, float *acc, int R, const float *alpha, const float *s,
-                          const void *lat, int nt, int c0, pf_cursor *pf)
+/* acc[h][c0 .. c0 + 16 NV) += sum_t w[h][t] lat[t][...] for items of few heads: columns past R
+ * masked; PAIRS: BF16 rows in pair order (R a multiple of 32, NV 2 or 4); w in the score tiles'
+ * order (16 per quad of positions: lane h * 4 + t % 4, so that a quad's weights sit at fixed
+ * offsets); a step of pf per quad of positions. */
+INLINE void weighted_tile(int NH, int NV, int PAIRS, float *acc, int R, const float *w, const void *lat, int nt, int c0,
+                          pf_cursor *pf)
 {
     __m512 a[4][4];
     __mmask16 m[4];
@@ -321,34 +320,59 @@ INLINE void weighted_tile(int NH, int NV, int PAIRS, int TILED, float *acc, int 
 #pragma GCC unroll 4
     for (int h = 0; h < NH; h++)
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) {
-            a[h][v] = _mm512_maskz_loadu_ps(m[v], acc + (size_t)h * R + c0 + 16 * v);
-            if (alpha) a[h][v] = _mm512_mul_ps(a[h][v], _mm512_set1_ps(alpha[h]));
-        }
-    /* a copy in registers: the vector stores may alias the caller's */
-    pf_cursor c = pf ? *pf : (pf_cursor){0};
+        for (int v = 0; v < NV; v++) a[h][v] = _mm512_maskz_loadu_ps(m[v], acc + (size_t)h * R + c0 + 16 * v);
+    pf_cursor c = *pf; /* in registers: the vector stores may alias what pf reaches */
     int t = 0;
-    if (TILED)
-        for (; t + 4 <= nt; t += 4, x += 4 * row) {
-            if (pf) pf_step(&c);
+    for (; t + 4 <= nt; t += 4, x += 4 * row) {
+        pf_step(&c);
 #pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) weighted_row(NH, NV, PAIRS, a, m, x + j * row, c0, s + t * 4 + j, 4);
-        }
-    for (; t < nt; t++, x += row)
-        weighted_row(NH, NV, PAIRS, a, m, x, c0, TILED ? s + (t & ~3) * 4 + (t & 3) : s + t, TILED ? 4 : ATTN_BLOCK);
+        for (int j = 0; j < 4; j++) weighted_row(NH, NV, PAIRS, a, m, x + j * row, c0, w + t * 4 + j, 4);
+    }
+    for (; t < nt; t++, x += row) weighted_row(NH, NV, PAIRS, a, m, x, c0, w + t * 4 - (t & 3) * 3, 4);
 #pragma GCC unroll 4
     for (int h = 0; h < NH; h++)
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) _mm512_mask_storeu_ps(acc + (size_t)h * R + c0 + 16 * v, m[v], a[h][v]);
-    if (pf) *pf = c;
+    *pf = c;
 }
 
-typedef void (*weighted_fn)(float *acc, int R, const float *alpha, const float *s, const void *lat, int nt, int c0);
+/* acc[h][c0 .. c0 + 16 NV) = acc * alpha[h] + sum_t s[h][t] lat[t][...] (F32 rows; s rows ATTN_BLOCK
+ * apart); columns past R masked. */
+INLINE void rows_weighted_tile(int NH, int NV, float *acc, int R, const float *alpha, const float *s, const float *lat,
+                               int nt, int c0)
+{
+    __m512 a[4][4];
+    __mmask16 m[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) m[v] = lanes(R - c0 - 16 * v);
+#pragma GCC unroll 4
+    for (int h = 0; h < NH; h++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            a[h][v] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[v], acc + (size_t)h * R + c0 + 16 * v), _mm512_set1_ps(alpha[h]));
+    for (int t = 0; t < nt; t++) {
+        __m512 x[4];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) x[v] = _mm512_maskz_loadu_ps(m[v], lat + (size_t)t * R + c0 + 16 * v);
+#pragma GCC unroll 4
+        for (int h = 0; h < NH; h++) {
+            __m512 p = _mm512_set1_ps(s[h * ATTN_BLOCK + t]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) a[h][v] = _mm512_fmadd_ps(p, x[v], a[h][v]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < NH; h++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) _mm512_mask_storeu_ps(acc + (size_t)h * R + c0 + 16 * v, m[v], a[h][v]);
+}
+
+typedef void (*weighted_fn)(float *acc, int R, const float *alpha, const float *s, const float *lat, int nt, int c0);
 #define WEIGHTED_VARIANT(nh, nv)                                                                                  \
-    static void weighted_##nh##_##nv(float *acc, int R, const float *alpha, const float *s, const void *lat, int nt, \
+    static void weighted_##nh##_##nv(float *acc, int R, const float *alpha, const float *s, const float *lat, int nt, \
                                      int c0)                                                                      \
     {                                                                                                             \
-        weighted_tile(nh, nv, 0, 0, acc, R, alpha, s, lat, nt, c0, NULL);                                         \
+        rows_weighted_tile(nh, nv, acc, R, alpha, s, lat, nt, c0);                                                \
     }
 #define WEIGHTED_HEADS(nh) WEIGHTED_VARIANT(nh, 1) WEIGHTED_VARIANT(nh, 2) WEIGHTED_VARIANT(nh, 3) WEIGHTED_VARIANT(nh, 4)
 WEIGHTED_HEADS(1) WEIGHTED_HEADS(2) WEIGHTED_HEADS(3) WEIGHTED_HEADS(4)
@@ -539,17 +563,17 @@ INLINE void few_block(int NH, int PAIRS, int R, int rope, const attention_item *
     for (int c0 = 0; c0 < R; c0 += 64) {
         int nv = (R - c0 + 15) / 16;
         if (PAIRS && nv >= 4)
-            weighted_tile(NH, 4, 1, 1, it->acc, R, NULL, w, lat, nt, c0, &pf);
+            weighted_tile(NH, 4, 1, it->acc, R, w, lat, nt, c0, &pf);
         else if (PAIRS)
-            weighted_tile(NH, 2, 1, 1, it->acc, R, NULL, w, lat, nt, c0, &pf);
+            weighted_tile(NH, 2, 1, it->acc, R, w, lat, nt, c0, &pf);
         else if (nv >= 4)
-            weighted_tile(NH, 4, 0, 1, it->acc, R, NULL, w, lat, nt, c0, &pf);
+            weighted_tile(NH, 4, 0, it->acc, R, w, lat, nt, c0, &pf);
         else if (nv == 3)
-            weighted_tile(NH, 3, 0, 1, it->acc, R, NULL, w, lat, nt, c0, &pf);
+            weighted_tile(NH, 3, 0, it->acc, R, w, lat, nt, c0, &pf);
         else if (nv == 2)
-            weighted_tile(NH, 2, 0, 1, it->acc, R, NULL, w, lat, nt, c0, &pf);
+            weighted_tile(NH, 2, 0, it->acc, R, w, lat, nt, c0, &pf);
         else
-            weighted_tile(NH, 1, 0, 1, it->acc, R, NULL, w, lat, nt, c0, &pf);
+            weighted_tile(NH, 1, 0, it->acc, R, w, lat, nt, c0, &pf);
     }
 }
 
