@@ -445,33 +445,31 @@ typedef struct {
     int pf_l1; /* prefetch into L1 (see few_block) */
 } few_state;
 
-/* One quad's (or the last positions') scores sc into raw, and with FAST their weights against m into
- * w and bsum; bmax their maximum. */
-INLINE void few_take(int FAST, __m512 sc, __mmask16 k, __m512 m, __m512 *bmax, __m512 *bsum, float *raw, float *w)
+/* One quad's (or the last positions') scores sc into raw, their weights against m into w and bsum,
+ * their maximum into bmax. */
+INLINE void few_take(__m512 sc, __mmask16 k, __m512 m, __m512 *bmax, __m512 *bsum, float *raw, float *w)
 {
     _mm512_storeu_ps(raw, sc);
     *bmax = _mm512_mask_max_ps(*bmax, k, *bmax, sc);
-    if (FAST) {
-        __m512 e = _mm512_maskz_mov_ps(k, exp_ps(_mm512_sub_ps(sc, m)));
-        _mm512_storeu_ps(w, e);
-        *bsum = _mm512_add_ps(*bsum, e);
-    }
+    __m512 e = _mm512_maskz_mov_ps(k, exp_ps(_mm512_sub_ps(sc, m)));
+    _mm512_storeu_ps(w, e);
+    *bsum = _mm512_add_ps(*bsum, e);
 }
 
-/* The score pass of a block of nt positions: quads, then the last 1-3 positions as one tile. The
- * state and the cursor are copied into locals, which stay in registers (the vector stores may alias
- * what a pointer reaches). */
-INLINE void few_scores(int NH, int PAIRS, int FAST, const float *ql, const float *qr, const char *lat, const char *kr,
-                       int R, int rope, float scale, int nt, few_state *st, float *raw, float *w, pf_cursor *pf)
+/* The score pass of a block of nt positions, weights against m: quads, then the last 1-3 positions
+ * as one tile. The state and the cursor are copied into locals, which stay in registers (the vector
+ * stores may alias what a pointer reaches). */
+INLINE void few_scores(int NH, int PAIRS, const float *ql, const float *qr, const char *lat, const char *kr, int R,
+                       int rope, float scale, int nt, __m512 m, few_state *st, float *raw, float *w, pf_cursor *pf)
 {
     size_t es = PAIRS ? 2 : 4, lr = (size_t)R * es, kr_row = (size_t)rope * es;
     pf_cursor c = *pf;
-    __m512 m = st->m, bmax = _mm512_set1_ps(-INFINITY), bsum = _mm512_setzero_ps(), sc;
+    __m512 bmax = _mm512_set1_ps(-INFINITY), bsum = _mm512_setzero_ps(), sc;
     int u = 0;
     for (; u + 4 <= nt; u += 4) {
         pf_step(&c);
         sc = score_sums(NH, 4, PAIRS, ql, qr, lat + u * lr, kr + u * kr_row, R, rope, scale);
-        few_take(FAST, sc, quad_lanes(NH, 4), m, &bmax, &bsum, raw + u * 4, w + u * 4);
+        few_take(sc, quad_lanes(NH, 4), m, &bmax, &bsum, raw + u * 4, w + u * 4);
     }
     if (u < nt) {
         if (nt - u == 3)
@@ -480,7 +478,7 @@ INLINE void few_scores(int NH, int PAIRS, int FAST, const float *ql, const float
             sc = score_sums(NH, 2, PAIRS, ql, qr, lat + u * lr, kr + u * kr_row, R, rope, scale);
         else
             sc = score_sums(NH, 1, PAIRS, ql, qr, lat + u * lr, kr + u * kr_row, R, rope, scale);
-        few_take(FAST, sc, quad_lanes(NH, nt - u), m, &bmax, &bsum, raw + u * 4, w + u * 4);
+        few_take(sc, quad_lanes(NH, nt - u), m, &bmax, &bsum, raw + u * 4, w + u * 4);
     }
     *pf = c;
     st->bmax = bmax;
@@ -545,11 +543,10 @@ INLINE void few_block(int NH, int PAIRS, int R, int rope, const attention_item *
     unsigned total = (unsigned)pf.rows;
     pf.l1 = st->pf_l1;
     pf.rate = (total * 5 * 65536 / 9 + nq - 1) / nq;
+    /* no maximum yet (an item's first block): weights against +inf, zeros the second pass replaces */
     int fast = _mm512_cmp_ps_mask(st->m, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ) != 0;
-    if (fast)
-        few_scores(NH, PAIRS, 1, ql, qr, lat, kr, R, rope, kv->scale, nt, st, raw, w, &pf);
-    else
-        few_scores(NH, PAIRS, 0, ql, qr, lat, kr, R, rope, kv->scale, nt, st, raw, w, &pf);
+    few_scores(NH, PAIRS, ql, qr, lat, kr, R, rope, kv->scale, nt, fast ? st->m : _mm512_set1_ps(INFINITY), st, raw, w,
+               &pf);
     __m512 limit = _mm512_add_ps(st->m, _mm512_set1_ps(FEW_LAZY_MAX));
     if (!fast || _mm512_mask_cmp_ps_mask(quad_lanes(NH, 4), st->bmax, limit, _CMP_GT_OQ))
         few_rebase(NH, st, raw, w, nt, it->acc, R);
