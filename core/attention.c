@@ -1,5 +1,6 @@
 /* attention_row: chunks of positions x groups of heads on the pool, then the chunks merged in
  * order; the portable scalar path's primitives; dispatch to the SIMD paths by kernels_path(). */
+#include <cpuid.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -42,11 +43,38 @@ size_t attention_scratch_bytes(int heads, int R, int rope, int n_threads)
     return carve(heads, R, rope, n_threads, NULL, &s);
 }
 
+static int l1d_from_cpuid(void)
+{
+    unsigned a, b, c, d;
+    if (__get_cpuid(0x80000000, &a, &b, &c, &d) && a >= 0x80000005 && __get_cpuid(0x80000005, &a, &b, &c, &d) &&
+        (c >> 24))
+        return (int)(c >> 24) << 10;
+    for (unsigned i = 0; __get_cpuid_max(0, NULL) >= 4 && i < 8; i++) {
+        __cpuid_count(4, i, a, b, c, d);
+        if ((a & 31) == 0) break;
+        if ((a & 31) == 1 && ((a >> 5) & 7) == 1)
+            return (int)((((b >> 22) & 0x3FF) + 1) * (((b >> 12) & 0x3FF) + 1) * ((b & 0xFFF) + 1) * (c + 1));
+    }
+    return 32 << 10;
+}
+
+/* CPUID traps to the hypervisor in a VM (microseconds): read once. */
+int attention_l1d_bytes(void)
+{
+    static atomic_int bytes;
+    int v = atomic_load_explicit(&bytes, memory_order_relaxed);
+    if (!v) {
+        v = l1d_from_cpuid();
+        atomic_store_explicit(&bytes, v, memory_order_relaxed);
+    }
+    return v;
+}
+
 typedef struct {
     const attention_kv *kv;
     const float *q_lat, *q_rope;
     float *out;
-    int chunk_len, n_chunks, n_groups, n, n_threads;
+    int chunk_len, n_chunks, n_groups, n, n_threads, l1d_bytes;
     attention_scratch s;
     void (*item)(const attention_item *it);
 } row_job;
@@ -74,6 +102,7 @@ static void run_item(void *arg, int i)
         .n = j->n, .nh = kv->heads - h0 < ATTN_GROUP_HEADS ? kv->heads - h0 : ATTN_GROUP_HEADS,
         .acc = j->s.acc + part * kv->R, .m = j->s.m + part, .l = j->s.l + part,
         .conv = w >= 0 ? j->s.conv + (size_t)w * ATTN_BLOCK * (kv->R + kv->rope) : NULL,
+        .l1d_bytes = j->l1d_bytes,
     };
     j->item(&it);
     if (w >= 0) atomic_store(&j->s.claimed[w], 0);
@@ -142,7 +171,7 @@ void attention_row(thread_pool *pool, const attention_kv *kv, int n, const float
                    void *scratch)
 {
     row_job j = {.kv = kv, .q_lat = q_lat, .q_rope = q_rope, .out = out, .n = n, .n_threads = thread_pool_size(pool),
-                 .item = item_path()};
+                 .l1d_bytes = attention_l1d_bytes(), .item = item_path()};
     carve(kv->heads, kv->R, kv->rope, j.n_threads, scratch, &j.s);
     j.chunk_len = chunk_length(n);
     j.n_chunks = (n + j.chunk_len - 1) / j.chunk_len;

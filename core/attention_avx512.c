@@ -57,11 +57,10 @@ INLINE void dot_segment(int NH, int NT, const float *q, int qstride, const float
     if (k < len) dot_step(NH, NT, q, qstride, x, xstride, k, lanes(len - k), acc);
 }
 
-/* s[h * ATTN_BLOCK + t] = scale * (the 16 lanes of acc[h * 4 + t] summed). */
-INLINE void store_scores(int NH, int NT, const __m512 acc[16], float scale, float *s)
+/* s[h * ATTN_BLOCK + t] = lane h * 4 + t of sc. */
+INLINE void store_scores(int NH, int NT, __m512 sc, float *s)
 {
     float out[16];
-    __m512 sc = _mm512_mul_ps(sum16(acc), _mm512_set1_ps(scale));
     if (NT == 4) { /* head h's 4 scores are the h-th 128-bit lane */
         _mm_storeu_ps(s, _mm512_castps512_ps128(sc));
         if (NH > 1) _mm_storeu_ps(s + ATTN_BLOCK, _mm512_extractf32x4_ps(sc, 1));
@@ -115,6 +114,7 @@ static void from_pair_order(float *a, int n)
 INLINE void pair_dot_segment(int NH, int NT, const float *q, int qstride, const uint16_t *x, int xstride, int len,
                              __m512 acc[16])
 {
+#pragma GCC unroll 4
     for (int k = 0; k < len; k += 32) {
         __m512 e[4], o[4];
 #pragma GCC unroll 4
@@ -128,9 +128,10 @@ INLINE void pair_dot_segment(int NH, int NT, const float *q, int qstride, const 
     }
 }
 
-/* The scores of NH heads x NT positions; PAIRS: BF16 rows read in pair order (q in it too). */
-INLINE void score_tile(int NH, int NT, int PAIRS, const float *ql, const float *qr, const void *lat, const void *kr, int R,
-                       int rope, float scale, float *s)
+/* The 16 scaled sums of NH heads x NT positions, lane h * 4 + t (zeros past NH and NT); PAIRS: BF16
+ * rows read in pair order (q in it too). */
+INLINE __m512 score_sums(int NH, int NT, int PAIRS, const float *ql, const float *qr, const void *lat, const void *kr,
+                         int R, int rope, float scale)
 {
     __m512 acc[16];
 #pragma GCC unroll 16
@@ -142,24 +143,28 @@ INLINE void score_tile(int NH, int NT, int PAIRS, const float *ql, const float *
         dot_segment(NH, NT, ql, R, lat, R, R, acc);
         dot_segment(NH, NT, qr, rope, kr, rope, rope, acc);
     }
-    store_scores(NH, NT, acc, scale, s);
+    return _mm512_mul_ps(sum16(acc), _mm512_set1_ps(scale));
+}
+
+INLINE void score_tile(int NH, int NT, const float *ql, const float *qr, const void *lat, const void *kr, int R, int rope,
+                       float scale, float *s)
+{
+    store_scores(NH, NT, score_sums(NH, NT, 0, ql, qr, lat, kr, R, rope, scale), s);
 }
 
 typedef void (*score_fn)(const float *ql, const float *qr, const void *lat, const void *kr, int R, int rope, float scale,
                          float *s);
-#define SCORE_VARIANT(nh, nt, pairs)                                                                             \
-    static void score_##nh##_##nt##_##pairs(const float *ql, const float *qr, const void *lat, const void *kr,    \
-                                            int R, int rope, float scale, float *s)                               \
+#define SCORE_VARIANT(nh, nt)                                                                                     \
+    static void score_##nh##_##nt(const float *ql, const float *qr, const void *lat, const void *kr, int R,       \
+                                  int rope, float scale, float *s)                                                \
     {                                                                                                             \
-        score_tile(nh, nt, pairs, ql, qr, lat, kr, R, rope, scale, s);                                            \
+        score_tile(nh, nt, ql, qr, lat, kr, R, rope, scale, s);                                                   \
     }
-#define SCORE_HEADS(nt, pairs)                                                                                    \
-    SCORE_VARIANT(1, nt, pairs) SCORE_VARIANT(2, nt, pairs) SCORE_VARIANT(3, nt, pairs) SCORE_VARIANT(4, nt, pairs)
-SCORE_HEADS(1, 0) SCORE_HEADS(4, 0) SCORE_HEADS(1, 1) SCORE_HEADS(4, 1)
-/* [pairs][a quad of positions][heads - 1] */
-static const score_fn score_table[2][2][4] = {
-    {{score_1_1_0, score_2_1_0, score_3_1_0, score_4_1_0}, {score_1_4_0, score_2_4_0, score_3_4_0, score_4_4_0}},
-    {{score_1_1_1, score_2_1_1, score_3_1_1, score_4_1_1}, {score_1_4_1, score_2_4_1, score_3_4_1, score_4_4_1}}};
+#define SCORE_HEADS(nt) SCORE_VARIANT(1, nt) SCORE_VARIANT(2, nt) SCORE_VARIANT(3, nt) SCORE_VARIANT(4, nt)
+SCORE_HEADS(1) SCORE_HEADS(4)
+/* [a quad of positions][heads - 1] */
+static const score_fn score_table[2][4] = {{score_1_1, score_2_1, score_3_1, score_4_1},
+                                           {score_1_4, score_2_4, score_3_4, score_4_4}};
 
 /* Positions in quads, outermost, so that their rows stay in L1 while every head group reads them. */
 static void attn_scores(const float *ql, const float *qr, int nh, const float *lat, const float *kr, int nt, int R,
@@ -170,15 +175,15 @@ static void attn_scores(const float *ql, const float *qr, int nh, const float *l
         attention_prefetch(ahead, t, t + (quad ? 4 : 1));
         for (int h = 0; h < nh; h += 4) {
             int hh = nh - h < 4 ? nh - h : 4;
-            score_table[0][quad][hh - 1](ql + (size_t)h * R, qr + (size_t)h * rope, lat + (size_t)t * R,
+            score_table[quad][hh - 1](ql + (size_t)h * R, qr + (size_t)h * rope, lat + (size_t)t * R,
                                       kr + (size_t)t * rope, R, rope, scale, s + h * ATTN_BLOCK + t);
         }
         t += quad ? 4 : 1;
     }
 }
 
-/* exp(x) for x <= 0: Cephes' expf polynomial (about 1 ulp) times 2^n by scalef; below -87.3 it
- * clamps (e^-87.3 ~ 1e-38 weighs nothing beside the block's maximum, which is e^0). */
+/* exp(x) for x <= 88: Cephes' expf polynomial (about 1 ulp) times 2^n by scalef; below -87.3 it
+ * clamps (e^-87.3 ~ 1e-38 weighs nothing beside the largest weight, at least e^0: the maximum's). */
 INLINE __m512 exp_ps(__m512 x)
 {
     x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
@@ -250,11 +255,91 @@ static void attn_softmax_block(float *s, int nh, int nt, float *m, float *l, flo
     }
 }
 
-/* acc[h][c0 .. c0 + 16 NV) = acc * alpha[h] + sum_t s[h][t] lat[t][...]; columns past R masked.
- * PAIRS: BF16 rows in pair order (R a multiple of 32, NV 2 or 4). With ahead, the rows pf_base on of
- * the next block are prefetched, pf_per per four positions. */
-INLINE void weighted_tile(int NH, int NV, int PAIRS, float *acc, int R, const float *alpha, const float *s,
-                          const void *lat, int nt, int c0, const attention_ahead *ahead, int pf_base, int pf_per)
+/* Rows of the cache still to prefetch: the next one's latent and rope key, `rows` of them, taken
+ * rate / 65536 rows per step, so that a pass spreads its share evenly; a row's latent lines and its
+ * rope key's together, so that the next block's first rows have all their lines early. l1: into L1
+ * (prefetcht0) rather than L2 (prefetcht2; see few_block). */
+typedef struct {
+    const char *lat, *kr;
+    size_t lat_row, kr_row;
+    int rows, l1;
+    unsigned frac, rate;
+} pf_cursor;
+
+INLINE void pf_rows(pf_cursor *c, int L1)
+{
+    for (c->frac += c->rate; c->frac >= 65536 && c->rows > 0; c->frac -= 65536, c->rows--) {
+        for (size_t b = 0; b < c->lat_row; b += 64) __builtin_prefetch(c->lat + b, 0, L1 ? 3 : 1);
+        for (size_t b = 0; b < c->kr_row; b += 64) __builtin_prefetch(c->kr + b, 0, L1 ? 3 : 1);
+        c->lat += c->lat_row;
+        c->kr += c->kr_row;
+    }
+}
+
+INLINE void pf_step(pf_cursor *c)
+{
+    if (c->l1)
+        pf_rows(c, 1);
+    else
+        pf_rows(c, 0);
+}
+
+/* a[h][...] += w[h * ws] * row[c0 .. c0 + 16 NV): one position of a weighted tile. */
+INLINE void weighted_row(int NH, int NV, int PAIRS, __m512 a[4][4], const __mmask16 m[4], const void *row, int c0,
+                         const float *w, int ws)
+{
+    __m512 x[4];
+    if (PAIRS) {
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v += 2) pair_split((const uint16_t *)row + c0 + 16 * v, &x[v], &x[v + 1]);
+    } else {
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) x[v] = _mm512_maskz_loadu_ps(m[v], (const float *)row + c0 + 16 * v);
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < NH; h++) {
+        __m512 p = _mm512_set1_ps(w[h * ws]);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) a[h][v] = _mm512_fmadd_ps(p, x[v], a[h][v]);
+    }
+}
+
+/* acc[h][c0 .. c0 + 16 NV) += sum_t w[h][t] lat[t][...] for items of few heads: columns past R
+ * masked; PAIRS: BF16 rows in pair order (R a multiple of 32, NV 2 or 4); w in the score tiles'
+ * order (16 per quad of positions: lane h * 4 + t % 4, so that a quad's weights sit at fixed
+ * offsets); a step of pf per quad of positions. */
+INLINE void weighted_tile(int NH, int NV, int PAIRS, float *acc, int R, const float *w, const void *lat, int nt, int c0,
+                          pf_cursor *pf)
+{
+    __m512 a[4][4];
+    __mmask16 m[4];
+    size_t row = (size_t)R * (PAIRS ? 2 : 4);
+    const char *x = lat;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) m[v] = lanes(R - c0 - 16 * v);
+#pragma GCC unroll 4
+    for (int h = 0; h < NH; h++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) a[h][v] = _mm512_maskz_loadu_ps(m[v], acc + (size_t)h * R + c0 + 16 * v);
+    pf_cursor c = *pf; /* in registers: the vector stores may alias what pf reaches */
+    int t = 0;
+    for (; t + 4 <= nt; t += 4, x += 4 * row) {
+        pf_step(&c);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) weighted_row(NH, NV, PAIRS, a, m, x + j * row, c0, w + t * 4 + j, 4);
+    }
+    for (; t < nt; t++, x += row) weighted_row(NH, NV, PAIRS, a, m, x, c0, w + t * 4 - (t & 3) * 3, 4);
+#pragma GCC unroll 4
+    for (int h = 0; h < NH; h++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) _mm512_mask_storeu_ps(acc + (size_t)h * R + c0 + 16 * v, m[v], a[h][v]);
+    *pf = c;
+}
+
+/* acc[h][c0 .. c0 + 16 NV) = acc * alpha[h] + sum_t s[h][t] lat[t][...] (F32 rows; s rows ATTN_BLOCK
+ * apart); columns past R masked. */
+INLINE void rows_weighted_tile(int NH, int NV, float *acc, int R, const float *alpha, const float *s, const float *lat,
+                               int nt, int c0)
 {
     __m512 a[4][4];
     __mmask16 m[4];
@@ -267,14 +352,8 @@ INLINE void weighted_tile(int NH, int NV, int PAIRS, float *acc, int R, const fl
             a[h][v] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[v], acc + (size_t)h * R + c0 + 16 * v), _mm512_set1_ps(alpha[h]));
     for (int t = 0; t < nt; t++) {
         __m512 x[4];
-        if (ahead && !(t & 3)) attention_prefetch(ahead, pf_base + t / 4 * pf_per, pf_base + (t / 4 + 1) * pf_per);
-        if (PAIRS) {
-#pragma GCC unroll 2
-            for (int v = 0; v < NV; v += 2) pair_split((const uint16_t *)lat + (size_t)t * R + c0 + 16 * v, &x[v], &x[v + 1]);
-        } else {
 #pragma GCC unroll 4
-            for (int v = 0; v < NV; v++) x[v] = _mm512_maskz_loadu_ps(m[v], (const float *)lat + (size_t)t * R + c0 + 16 * v);
-        }
+        for (int v = 0; v < NV; v++) x[v] = _mm512_maskz_loadu_ps(m[v], lat + (size_t)t * R + c0 + 16 * v);
 #pragma GCC unroll 4
         for (int h = 0; h < NH; h++) {
             __m512 p = _mm512_set1_ps(s[h * ATTN_BLOCK + t]);
@@ -288,27 +367,20 @@ INLINE void weighted_tile(int NH, int NV, int PAIRS, float *acc, int R, const fl
         for (int v = 0; v < NV; v++) _mm512_mask_storeu_ps(acc + (size_t)h * R + c0 + 16 * v, m[v], a[h][v]);
 }
 
-typedef void (*weighted_fn)(float *acc, int R, const float *alpha, const float *s, const void *lat, int nt, int c0,
-                            const attention_ahead *ahead, int pf_base, int pf_per);
-#define WEIGHTED_VARIANT(nh, nv, pairs)                                                                           \
-    static void weighted_##nh##_##nv##_##pairs(float *acc, int R, const float *alpha, const float *s, const void *lat, \
-                                               int nt, int c0, const attention_ahead *ahead, int pf_base, int pf_per) \
+typedef void (*weighted_fn)(float *acc, int R, const float *alpha, const float *s, const float *lat, int nt, int c0);
+#define WEIGHTED_VARIANT(nh, nv)                                                                                  \
+    static void weighted_##nh##_##nv(float *acc, int R, const float *alpha, const float *s, const float *lat, int nt, \
+                                     int c0)                                                                      \
     {                                                                                                             \
-        weighted_tile(nh, nv, pairs, acc, R, alpha, s, lat, nt, c0, ahead, pf_base, pf_per);                      \
+        rows_weighted_tile(nh, nv, acc, R, alpha, s, lat, nt, c0);                                                \
     }
-#define WEIGHTED_HEADS(nh)                                                                                        \
-    WEIGHTED_VARIANT(nh, 1, 0) WEIGHTED_VARIANT(nh, 2, 0) WEIGHTED_VARIANT(nh, 3, 0) WEIGHTED_VARIANT(nh, 4, 0)   \
-    WEIGHTED_VARIANT(nh, 2, 1) WEIGHTED_VARIANT(nh, 4, 1)
+#define WEIGHTED_HEADS(nh) WEIGHTED_VARIANT(nh, 1) WEIGHTED_VARIANT(nh, 2) WEIGHTED_VARIANT(nh, 3) WEIGHTED_VARIANT(nh, 4)
 WEIGHTED_HEADS(1) WEIGHTED_HEADS(2) WEIGHTED_HEADS(3) WEIGHTED_HEADS(4)
-/* [heads - 1][vectors - 1] of F32 rows; pair order takes 2 or 4 vectors */
-static const weighted_fn weighted_table[4][4] = {
-    {weighted_1_1_0, weighted_1_2_0, weighted_1_3_0, weighted_1_4_0},
-    {weighted_2_1_0, weighted_2_2_0, weighted_2_3_0, weighted_2_4_0},
-    {weighted_3_1_0, weighted_3_2_0, weighted_3_3_0, weighted_3_4_0},
-    {weighted_4_1_0, weighted_4_2_0, weighted_4_3_0, weighted_4_4_0}};
-static const weighted_fn pair_weighted_table[2][4] = {
-    {weighted_1_2_1, weighted_2_2_1, weighted_3_2_1, weighted_4_2_1},
-    {weighted_1_4_1, weighted_2_4_1, weighted_3_4_1, weighted_4_4_1}};
+/* [heads - 1][vectors - 1] */
+static const weighted_fn weighted_table[4][4] = {{weighted_1_1, weighted_1_2, weighted_1_3, weighted_1_4},
+                                                 {weighted_2_1, weighted_2_2, weighted_2_3, weighted_2_4},
+                                                 {weighted_3_1, weighted_3_2, weighted_3_3, weighted_3_4},
+                                                 {weighted_4_1, weighted_4_2, weighted_4_3, weighted_4_4}};
 
 static void attn_weighted(float *acc, int nh, int R, const float *alpha, const float *s, const float *lat, int nt)
 {
@@ -316,8 +388,7 @@ static void attn_weighted(float *acc, int nh, int R, const float *alpha, const f
         int hh = nh - h < 4 ? nh - h : 4;
         for (int c0 = 0; c0 < R; c0 += 64) {
             int nv = (R - c0 + 15) / 16;
-            weighted_table[hh - 1][(nv < 4 ? nv : 4) - 1](acc + (size_t)h * R, R, alpha + h, s + h * ATTN_BLOCK, lat, nt, c0,
-                                                          NULL, 0, 0);
+            weighted_table[hh - 1][(nv < 4 ? nv : 4) - 1](acc + (size_t)h * R, R, alpha + h, s + h * ATTN_BLOCK, lat, nt, c0);
         }
     }
 }
@@ -345,82 +416,224 @@ void attention_item_avx512_rows(const attention_item *it);
 
 /* ---------- Items of four heads or fewer ---------- */
 
-/* One block of an item with four heads or fewer: scores, softmax, weighted latents. With few heads
- * memory binds an F32 cache, and it must stay busy through both passes: the next block's rows are
- * prefetched evenly over the block's time, the first half during the scores (a row per two
- * positions), the rest during the weighted latents (a row per four positions of each 64-column
- * chunk); twice as many when the next block (next positions) is twice as long. A burst in the score
- * pass alone left memory idle through the weighted pass: measured 62-65% of the memory roof against
- * 73-80% so (bench_attention, embedded width, 1 thread). */
-static void few_heads_block(const attention_item *it, const float *ql, const float *qr, int t, int blk, int next,
-                            float *s, float *alpha)
+/* How far above its running maximum m a head's score may go before the block is redone against a
+ * new maximum: the softmax weights are exp(score - m) <= e^8, far inside F32's range. So a block
+ * takes its weights in the score tiles, as each tile's scores come out (no pass over the block's
+ * scores between the two FMA passes, and no rescaling of the accumulators), and only the rare block
+ * whose maximum rises by more than this (and an item's first, where m is -inf) takes a second pass. */
+#define FEW_LAZY_MAX 8.0f
+
+/* Lanes of a quad's 16 scores (h * 4 + t) that hold heads < nh and positions < nt. */
+INLINE __mmask16 quad_lanes(int nh, int nt)
 {
-    int f = next / blk; /* 1 or 2 */
-    const attention_kv *kv = it->kv;
-    int R = kv->R, rope = kv->rope, nh = it->nh, nt = it->t1 - t < blk ? it->t1 - t : blk;
-    int pairs = kv->dtype == DTYPE_BF16;
-    size_t es = dtype_size(kv->dtype);
-    attention_ahead ahead = attention_block_after(kv, t, it->n, blk);
-    const char *lat = (const char *)kv->latent + (size_t)t * R * es, *kr = (const char *)kv->krope + (size_t)t * rope * es;
-    for (int u = 0; u < nt;) {
-        int quad = nt - u >= 4;
-        attention_prefetch(&ahead, u * f / 2, ((u + (quad ? 4 : 1)) * f + 1) / 2);
-        score_table[pairs][quad][nh - 1](ql, qr, lat + (size_t)u * R * es, kr + (size_t)u * rope * es, R, rope, kv->scale,
-                                         s + u);
-        u += quad ? 4 : 1;
+    static const __mmask16 pos[5] = {0, 0x1111, 0x3333, 0x7777, 0xFFFF};
+    return (__mmask16)(lanes(4 * nh) & pos[nt < 4 ? nt : 4]);
+}
+
+/* Lane i of the result: the maximum of its 128-bit lane (one head's four positions). */
+INLINE __m512 lane4_max(__m512 v)
+{
+    v = _mm512_max_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm512_max_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
+}
+
+/* The running state of an item of few heads, lane h * 4 + j for head h: the reference maximum m
+ * (the same in all four lanes of a head), the sum of the weights l (four partial sums per head,
+ * added at the end) and, through a block, the maximum of its scores and the sum of its weights. */
+typedef struct {
+    __m512 m, l, bmax, bsum;
+    int pf_l1; /* prefetch into L1 (see few_block) */
+} few_state;
+
+/* One quad's (or the last positions') scores sc into raw, their weights against m into w and bsum,
+ * their maximum into bmax. */
+INLINE void few_take(__m512 sc, __mmask16 k, __m512 m, __m512 *bmax, __m512 *bsum, float *raw, float *w)
+{
+    _mm512_storeu_ps(raw, sc);
+    *bmax = _mm512_mask_max_ps(*bmax, k, *bmax, sc);
+    __m512 e = _mm512_maskz_mov_ps(k, exp_ps(_mm512_sub_ps(sc, m)));
+    _mm512_storeu_ps(w, e);
+    *bsum = _mm512_add_ps(*bsum, e);
+}
+
+/* The score pass of a block of nt positions, weights against m: quads, then the last 1-3 positions
+ * as one tile. The state and the cursor are copied into locals, which stay in registers (the vector
+ * stores may alias what a pointer reaches). */
+INLINE void few_scores(int NH, int PAIRS, const float *ql, const float *qr, const char *lat, const char *kr, int R,
+                       int rope, float scale, int nt, __m512 m, few_state *st, float *raw, float *w, pf_cursor *pf)
+{
+    size_t es = PAIRS ? 2 : 4, lr = (size_t)R * es, kr_row = (size_t)rope * es;
+    pf_cursor c = *pf;
+    __m512 bmax = _mm512_set1_ps(-INFINITY), bsum = _mm512_setzero_ps(), sc;
+    int u = 0;
+    for (; u + 4 <= nt; u += 4) {
+        pf_step(&c);
+        sc = score_sums(NH, 4, PAIRS, ql, qr, lat + u * lr, kr + u * kr_row, R, rope, scale);
+        few_take(sc, quad_lanes(NH, 4), m, &bmax, &bsum, raw + u * 4, w + u * 4);
     }
-    attn_softmax_block(s, nh, nt, it->m, it->l, alpha);
+    if (u < nt) {
+        if (nt - u == 3)
+            sc = score_sums(NH, 3, PAIRS, ql, qr, lat + u * lr, kr + u * kr_row, R, rope, scale);
+        else if (nt - u == 2)
+            sc = score_sums(NH, 2, PAIRS, ql, qr, lat + u * lr, kr + u * kr_row, R, rope, scale);
+        else
+            sc = score_sums(NH, 1, PAIRS, ql, qr, lat + u * lr, kr + u * kr_row, R, rope, scale);
+        few_take(sc, quad_lanes(NH, nt - u), m, &bmax, &bsum, raw + u * 4, w + u * 4);
+    }
+    *pf = c;
+    st->bmax = bmax;
+    st->bsum = bsum;
+}
+
+/* A block whose maximum rose past m + FEW_LAZY_MAX (or the item's first): m to the new maximum, the
+ * sums and accumulators rescaled, the weights taken again from the raw scores. */
+INLINE void few_rebase(int NH, few_state *st, const float *raw, float *w, int nt, float *acc, int R)
+{
+    __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 mnew = _mm512_max_ps(st->m, lane4_max(st->bmax));
+    __mmask16 had = _mm512_cmp_ps_mask(st->m, ninf, _CMP_NEQ_OQ) & quad_lanes(NH, 4);
+    __m512 alpha = _mm512_maskz_mov_ps(had, exp_ps(_mm512_sub_ps(st->m, mnew)));
+    float al[16];
+    _mm512_storeu_ps(al, alpha);
+    st->l = _mm512_mul_ps(st->l, alpha);
+    for (int u = 0; u < nt; u += 4) {
+        __mmask16 k = quad_lanes(NH, nt - u);
+        __m512 e = _mm512_maskz_mov_ps(k, exp_ps(_mm512_sub_ps(_mm512_loadu_ps(raw + u * 4), mnew)));
+        _mm512_storeu_ps(w + u * 4, e);
+        st->l = _mm512_add_ps(st->l, e);
+    }
+    for (int h = 0; h < NH; h++)
+        for (int c = 0; c < R; c += 16) {
+            __mmask16 k = lanes(R - c);
+            float *p = acc + (size_t)h * R + c;
+            _mm512_mask_storeu_ps(p, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p), _mm512_set1_ps(al[4 * h])));
+        }
+    st->m = mnew;
+}
+
+/* Rows [next, next + rows) (none when rows <= 0). */
+static pf_cursor rows_of(const attention_kv *kv, int next, int rows)
+{
+    size_t es = dtype_size(kv->dtype);
+    pf_cursor c = {.lat_row = (size_t)kv->R * es, .kr_row = (size_t)kv->rope * es, .rows = rows > 0 ? rows : 0};
+    c.lat = (const char *)kv->latent + (size_t)next * c.lat_row;
+    c.kr = (const char *)kv->krope + (size_t)next * c.kr_row;
+    return c;
+}
+
+/* One block of an item with four heads or fewer: the score pass (taking the weights as it goes),
+ * the second pass when the maximum rose, the weighted latents. With few heads memory binds or
+ * nearly (F32; BF16 on a core with full-width FMAs), and it must stay busy through both FMA passes:
+ * the next block's rows are prefetched evenly over the block's time, 5/9 of them during the scores
+ * (their share of the FMAs: 2 (R + rope) against 2 R per head and position), the rest during the
+ * weighted latents. A burst in the score pass alone left memory idle through the weighted pass
+ * (Zen 4: 62-65% of the memory roof against 73-80%). Where L1 holds two blocks with room to spare
+ * (Zen 5's 48 KiB against 2 x 20 KB at the embedded width) they go straight into L1: on Zen 5
+ * (bench_attention, interleaved runs) that read faster than into L2, most with both cores
+ * streaming; Zen 4's 32 KiB does not hold them and prefetches into L2. Two blocks ahead (into L2)
+ * measured slower than one on Zen 5. */
+INLINE void few_block(int NH, int PAIRS, int R, int rope, const attention_item *it, const float *ql, const float *qr, int t,
+                      int nt, int next_rows, few_state *st, float *raw, float *w)
+{
+    const attention_kv *kv = it->kv;
+    int nq = (nt + 3) / 4;
+    size_t es = PAIRS ? 2 : 4;
+    const char *lat = (const char *)kv->latent + (size_t)t * R * es, *kr = (const char *)kv->krope + (size_t)t * rope * es;
+    pf_cursor pf = rows_of(kv, t + nt, next_rows < it->n - t - nt ? next_rows : it->n - t - nt);
+    unsigned total = (unsigned)pf.rows;
+    pf.l1 = st->pf_l1;
+    pf.rate = (total * 5 * 65536 / 9 + nq - 1) / nq;
+    /* no maximum yet (an item's first block): weights against +inf, zeros the second pass replaces */
+    int fast = _mm512_cmp_ps_mask(st->m, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ) != 0;
+    few_scores(NH, PAIRS, ql, qr, lat, kr, R, rope, kv->scale, nt, fast ? st->m : _mm512_set1_ps(INFINITY), st, raw, w,
+               &pf);
+    __m512 limit = _mm512_add_ps(st->m, _mm512_set1_ps(FEW_LAZY_MAX));
+    if (!fast || _mm512_mask_cmp_ps_mask(quad_lanes(NH, 4), st->bmax, limit, _CMP_GT_OQ))
+        few_rebase(NH, st, raw, w, nt, it->acc, R);
+    else
+        st->l = _mm512_add_ps(st->l, st->bsum);
+    int chunks = (R + 63) / 64;
+    unsigned rest = (unsigned)pf.rows;
+    pf.frac = 0;
+    unsigned steps = (unsigned)(chunks * (nt / 4));
+    pf.rate = steps ? (rest * 65536 + steps - 1) / steps : 0;
     for (int c0 = 0; c0 < R; c0 += 64) {
         int nv = (R - c0 + 15) / 16;
-        weighted_fn weighted = pairs ? pair_weighted_table[nv >= 4][nh - 1] : weighted_table[nh - 1][(nv < 4 ? nv : 4) - 1];
-        weighted(it->acc, R, alpha, s, lat, nt, c0, &ahead, f * (blk / 2 + c0 / 64 * (blk / 4)), f);
+        if (PAIRS && nv >= 4)
+            weighted_tile(NH, 4, 1, it->acc, R, w, lat, nt, c0, &pf);
+        else if (PAIRS)
+            weighted_tile(NH, 2, 1, it->acc, R, w, lat, nt, c0, &pf);
+        else if (nv >= 4)
+            weighted_tile(NH, 4, 0, it->acc, R, w, lat, nt, c0, &pf);
+        else if (nv == 3)
+            weighted_tile(NH, 3, 0, it->acc, R, w, lat, nt, c0, &pf);
+        else if (nv == 2)
+            weighted_tile(NH, 2, 0, it->acc, R, w, lat, nt, c0, &pf);
+        else
+            weighted_tile(NH, 1, 0, it->acc, R, w, lat, nt, c0, &pf);
     }
 }
 
-/* An item with four heads or fewer: its own loop, for the prefetching above and, with a BF16 cache,
- * the queries in pair order (conv holds them: nh (R + rope) <= ATTN_BLOCK (R + rope) floats). Blocks
- * of 32 F32 rows or 64 BF16 rows: 20 KB at the embedded width, what L1 keeps while the weighted pass
- * reads the block a second time; shorter blocks cost more per position (the softmax, the
+/* An item with four heads or fewer: its own loop, for the prefetching and the weights above and,
+ * with a BF16 cache, the queries in pair order (conv holds them: nh (R + rope) <= ATTN_BLOCK (R +
+ * rope) floats). Blocks of 32 F32 rows or 64 BF16 rows: 20 KB at the embedded width, what L1 keeps
+ * while the weighted pass reads the block a second time; shorter blocks cost more per position (the
  * accumulators' loads and stores). Except the first blocks: an item starts on rows nobody
- * prefetched, and waiting for a whole 20 KB block before any work cost ~1 us per item (bench_attention,
- * 64 positions cold against in cache), so blocks start at ATTN_RAMP_FIRST positions and double. */
-static void attention_item_few_heads(const attention_item *it)
+ * prefetched, and waiting for a whole 20 KB block before any work cost ~1 us per item (Zen 4,
+ * bench_attention, 64 positions cold against in cache), so blocks start at ATTN_RAMP_FIRST
+ * positions and double. */
+INLINE void few_item(int NH, int PAIRS, const attention_item *it)
 {
     const attention_kv *kv = it->kv;
-    int R = kv->R, rope = kv->rope, nh = it->nh, pairs = kv->dtype == DTYPE_BF16;
-    float s[4 * ATTN_BLOCK] __attribute__((aligned(64)));
-    float alpha[4];
+    int R = kv->R, rope = kv->rope;
+    float raw[ATTN_BLOCK * 4] __attribute__((aligned(64))), w[ATTN_BLOCK * 4] __attribute__((aligned(64)));
     const float *ql = it->q_lat, *qr = it->q_rope;
-    if (pairs) {
-        float *qp = it->conv, *qpr = it->conv + (size_t)nh * R;
-        for (int h = 0; h < nh; h++) {
+    if (PAIRS) {
+        float *qp = it->conv, *qpr = it->conv + (size_t)NH * R;
+        for (int h = 0; h < NH; h++) {
             to_pair_order(it->q_lat + (size_t)h * R, R, qp + (size_t)h * R);
             to_pair_order(it->q_rope + (size_t)h * rope, rope, qpr + (size_t)h * rope);
         }
         ql = qp;
         qr = qpr;
     }
-    for (int h = 0; h < nh; h++) {
-        it->m[h] = -INFINITY;
-        it->l[h] = 0.0f;
-    }
-    memset(it->acc, 0, (size_t)nh * R * sizeof(float));
-    int full = pairs ? ATTN_BLOCK : ATTN_BLOCK / 2, blk = ATTN_RAMP_FIRST < full ? ATTN_RAMP_FIRST : full;
+    memset(it->acc, 0, (size_t)NH * R * sizeof(float));
+    int full = PAIRS ? ATTN_BLOCK : ATTN_BLOCK / 2, blk = ATTN_RAMP_FIRST < full ? ATTN_RAMP_FIRST : full;
+    size_t block_bytes = (size_t)full * (R + rope) * (PAIRS ? 2 : 4);
+    few_state st = {.m = _mm512_set1_ps(-INFINITY), .l = _mm512_setzero_ps(),
+                    .pf_l1 = 8 * 2 * block_bytes <= 7 * (size_t)it->l1d_bytes};
     for (int t = it->t0; t < it->t1;) {
-        int next = 2 * blk < full ? 2 * blk : full;
-        few_heads_block(it, ql, qr, t, blk, next, s, alpha);
-        t += blk;
+        int nt = it->t1 - t < blk ? it->t1 - t : blk, next = 2 * blk < full ? 2 * blk : full;
+        few_block(NH, PAIRS, R, rope, it, ql, qr, t, nt, next, &st, raw, w);
+        t += nt;
         blk = next;
     }
-    if (pairs)
-        for (int h = 0; h < nh; h++) from_pair_order(it->acc + (size_t)h * R, R);
+    float m[16], l[16];
+    _mm512_storeu_ps(m, st.m);
+    _mm512_storeu_ps(l, st.l);
+    for (int h = 0; h < NH; h++) {
+        it->m[h] = m[4 * h];
+        it->l[h] = (l[4 * h] + l[4 * h + 1]) + (l[4 * h + 2] + l[4 * h + 3]);
+    }
+    if (PAIRS)
+        for (int h = 0; h < NH; h++) from_pair_order(it->acc + (size_t)h * R, R);
 }
+
+#define FEW_ITEM(nh, pairs) \
+    static void few_item_##nh##_##pairs(const attention_item *it) { few_item(nh, pairs, it); }
+
+FEW_ITEM(1, 0) FEW_ITEM(2, 0) FEW_ITEM(3, 0) FEW_ITEM(4, 0) FEW_ITEM(1, 1) FEW_ITEM(2, 1) FEW_ITEM(3, 1) FEW_ITEM(4, 1)
+/* [BF16 read in pairs][heads - 1] */
+static void (*const few_items[2][4])(const attention_item *) = {
+    {few_item_1_0, few_item_2_0, few_item_3_0, few_item_4_0}, {few_item_1_1, few_item_2_1, few_item_3_1, few_item_4_1}};
 
 void attention_item_avx512(const attention_item *it)
 {
     const attention_kv *kv = it->kv;
-    if (it->nh <= 4 && (kv->dtype == DTYPE_F32 || (kv->R % 32 == 0 && kv->rope % 32 == 0)))
-        attention_item_few_heads(it);
+    if (it->nh <= 4 && kv->dtype == DTYPE_F32)
+        few_items[0][it->nh - 1](it);
+    else if (it->nh <= 4 && kv->R % 32 == 0 && kv->rope % 32 == 0)
+        few_items[1][it->nh - 1](it);
     else
         attention_item_avx512_rows(it);
 }

@@ -214,7 +214,9 @@ static void usage(FILE *f)
                "  --dtype NAME    f32 or bf16 (default both)\n"
                "  --path NAME     avx2 or avx512 (default: the best this CPU has)\n"
                "  --seconds S     time per line (default 1.0; at least 5 calls)\n"
-               "  --buffer-mib M  cache copies span this much memory (default 1024; keep it above the LLC)\n");
+               "  --buffer-mib M  cache copies span this much memory (default 1024: far above the LLC, the\n"
+               "                  cache comes from DRAM; 1: the copies stay in L2 at the embedded width, BF16,\n"
+               "                  1k positions: the kernel's time without DRAM)\n");
 }
 
 static int parse_T(const char *v, bench_options *o)
@@ -236,7 +238,7 @@ static int parse_one(bench_options *o, const char *a, const char *v)
     if (!strcmp(a, "--threads")) return (o->threads = atoi(v)) >= 1 ? 0 : -1;
     if (!strcmp(a, "--T")) return parse_T(v, o);
     if (!strcmp(a, "--seconds")) return (o->seconds = atof(v)) > 0 ? 0 : -1;
-    if (!strcmp(a, "--buffer-mib")) return atoi(v) >= 64 ? (o->buffer_bytes = (size_t)atoi(v) << 20, 0) : -1;
+    if (!strcmp(a, "--buffer-mib")) return atoi(v) >= 1 ? (o->buffer_bytes = (size_t)atoi(v) << 20, 0) : -1;
     if (!strcmp(a, "--shape")) return !strcmp(v, "R1") ? (o->shape_only = 0, 0) : !strcmp(v, "embedded") ? (o->shape_only = 1, 0) : -1;
     if (!strcmp(a, "--dtype")) return !strcmp(v, "f32") ? (o->dtype_only = 0, 0) : !strcmp(v, "bf16") ? (o->dtype_only = 1, 0) : -1;
     if (!strcmp(a, "--path"))
@@ -257,6 +259,15 @@ static int parse_options(int argc, char **argv, bench_options *o)
         }
     }
     if (!cpu_path_available(o->path)) { fprintf(stderr, "bench_attention: this CPU has neither AVX2 nor AVX-512\n"); return -1; }
+    for (int sh = 0; sh < 2; sh++)
+        for (int i = 0; i < o->n_T && (o->shape_only < 0 || o->shape_only == sh); i++) {
+            size_t kv = (size_t)o->T[i] * (shapes[sh].R + shapes[sh].rope) * (o->dtype_only == 1 ? 2 : 4);
+            if (2 * kv > o->buffer_bytes) {
+                fprintf(stderr, "bench_attention: --buffer-mib %zu holds fewer than two copies of the %s cache at T %d "
+                                "(%zu KiB each)\n", o->buffer_bytes >> 20, shapes[sh].name, o->T[i], kv >> 10);
+                return -1;
+            }
+        }
     return 0;
 }
 

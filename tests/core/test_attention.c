@@ -1,7 +1,8 @@
 /* attention_row against a float64 softmax attention written out in full, on random queries and
  * caches: R1's widths (128 heads, kv_lora 512, rope 64) and odd small ones (5 heads, 72, 24: every
  * vector tail), F32 and BF16 caches (the reference reads the same BF16 values), every kernel path,
- * lengths on both sides of the block, chunk and chunk-growth boundaries. And the invariance that
+ * lengths on both sides of the block, chunk and chunk-growth boundaries, keys whose scores jump or
+ * creep along the positions (running maxima that rise mid-item). And the invariance that
  * speculation and reproducibility rest on: the result is bit-identical for 1, 2, 3 and 4 threads. */
 #include <math.h>
 #include <stdint.h>
@@ -22,20 +23,50 @@ static double uniform(void)  /* xorshift64*, [-1, 1) */
     return (double)((rng_state * 2685821657736338717ull) >> 11) / 9007199254740992.0 * 2.0 - 1.0;
 }
 
-/* Random values as floats, and as the cache stores them (F32, or BF16 with dst holding the
- * rounded values the reference uses). */
-static void fill(float *dst, void *cache, size_t n, dtype_t dt, double amp)
+/* Random values in [-amp, amp) as floats. */
+static void fill_floats(float *dst, size_t n, double amp)
+{
+    for (size_t i = 0; i < n; i++) dst[i] = (float)(amp * uniform());
+}
+
+/* The floats as the cache stores them (F32, or BF16 with src rewritten to the rounded values the
+ * reference uses). */
+static void to_cache(float *src, void *cache, size_t n, dtype_t dt)
 {
     for (size_t i = 0; i < n; i++) {
-        float v = (float)(amp * uniform());
         if (dt == DTYPE_BF16) {
-            ((uint16_t *)cache)[i] = float_to_bf16(v);
-            v = bf16_to_float(((uint16_t *)cache)[i]);
+            ((uint16_t *)cache)[i] = float_to_bf16(src[i]);
+            src[i] = bf16_to_float(((uint16_t *)cache)[i]);
         } else {
-            ((float *)cache)[i] = v;
+            ((float *)cache)[i] = src[i];
         }
-        dst[i] = v;
     }
+}
+
+/* Optional rewrite of a case's keys (before they go into the cache) given its queries. */
+typedef void (*key_shape)(const widths *w, int n, const float *qr, float *kr);
+
+/* The rope keys of head 0's query direction at a few positions, ever stronger: each raises head 0's
+ * scaled score by ~30 over the one before, far more than the few-heads loops' lazy margin (8), and
+ * past the third exp(score - first maximum) would overflow F32 had the maximum not moved. */
+static void spikes(const widths *w, int n, const float *qr, float *kr)
+{
+    double norm = 0;
+    for (int k = 0; k < w->rope; k++) norm += (double)qr[k] * qr[k];
+    norm = sqrt(norm);
+    for (int i = 1; i <= 6; i++) {
+        int t = (int)((long)n * (2 * i - 1) / 12);
+        for (int k = 0; k < w->rope; k++) kr[(size_t)t * w->rope + k] = (float)(qr[k] / norm * 200.0 / norm * i);
+    }
+}
+
+/* Keys growing along the positions: every head's maximum rises block after block by less than the
+ * lazy margin (weights up to e^8 against a stale maximum) and now and then by more. */
+static void rising(const widths *w, int n, const float *qr, float *kr)
+{
+    (void)qr;
+    for (int t = 0; t < n; t++)
+        for (int k = 0; k < w->rope; k++) kr[(size_t)t * w->rope + k] *= (float)(1.0 + 6.0 * t / n);
 }
 
 /* out[h] in float64: the textbook two-pass softmax over all n positions. */
@@ -75,7 +106,7 @@ static void run(const attention_kv *kv, int n, const float *ql, const float *qr,
 
 /* One case: error against float64 relative to the largest latent value (the output is a convex
  * combination of latents), and 2..4 threads bit-identical to 1. */
-static void check_case(const widths *w, int n, dtype_t dt, double qamp)
+static void check_shaped(const widths *w, int n, dtype_t dt, double qamp, key_shape shape)
 {
     size_t es = dtype_size(dt), nq = (size_t)w->heads * (w->R + w->rope);
     float *lat = malloc((size_t)n * w->R * sizeof(float)), *kr = malloc((size_t)n * w->rope * sizeof(float));
@@ -83,18 +114,24 @@ static void check_case(const widths *w, int n, dtype_t dt, double qamp)
     float *q = malloc(nq * sizeof(float)), *out1 = malloc((size_t)w->heads * w->R * sizeof(float));
     float *outk = malloc((size_t)w->heads * w->R * sizeof(float));
     double *want = malloc((size_t)w->heads * w->R * sizeof(double));
-    fill(lat, clat, (size_t)n * w->R, dt, 1.0);
-    fill(kr, ckr, (size_t)n * w->rope, dt, 1.0);
-    fill(q, q, nq, DTYPE_F32, qamp);
+    fill_floats(lat, (size_t)n * w->R, 1.0);
+    fill_floats(kr, (size_t)n * w->rope, 1.0);
+    fill_floats(q, nq, qamp);
     const float *ql = q, *qr = q + (size_t)w->heads * w->R;
+    if (shape) shape(w, n, qr, kr);
+    to_cache(lat, clat, (size_t)n * w->R, dt);
+    to_cache(kr, ckr, (size_t)n * w->rope, dt);
     double scale = 1.0 / sqrt((double)(w->R + w->rope) / 4.0);
     attention_kv kv = {w->heads, w->R, w->rope, dt, clat, ckr, (float)scale};
     reference(w, n, ql, qr, lat, kr, (double)(float)scale, want);
     run(&kv, n, ql, qr, 1, out1);
     double err = 0;
-    for (size_t i = 0; i < (size_t)w->heads * w->R; i++) err = fmax(err, fabs(out1[i] - want[i]));
-    CHECK(err <= 2e-5, "%s %d heads R %d rope %d n %d %s: max error %.3g against float64", cpu_path_name(kernels_path()),
-          w->heads, w->R, w->rope, n, dt == DTYPE_BF16 ? "bf16" : "f32", err);
+    for (size_t i = 0; i < (size_t)w->heads * w->R; i++) {
+        double d = fabs(out1[i] - want[i]);
+        err = isnan(d) || isnan(err) ? NAN : fmax(err, d); /* fmax would pass over a NaN */
+    }
+    CHECK(err <= 2e-5, "%s %d heads R %d rope %d n %d %s%s: max error %.3g against float64", cpu_path_name(kernels_path()),
+          w->heads, w->R, w->rope, n, dt == DTYPE_BF16 ? "bf16" : "f32", shape ? " (shaped keys)" : "", err);
     for (int th = 2; th <= 4; th++) {
         run(&kv, n, ql, qr, th, outk);
         CHECK(!memcmp(out1, outk, (size_t)w->heads * w->R * sizeof(float)), "%s %d heads n %d: %d threads differ from 1",
@@ -102,6 +139,8 @@ static void check_case(const widths *w, int n, dtype_t dt, double qamp)
     }
     free(lat); free(kr); free(clat); free(ckr); free(q); free(out1); free(outk); free(want);
 }
+
+static void check_case(const widths *w, int n, dtype_t dt, double qamp) { check_shaped(w, n, dt, qamp, NULL); }
 
 int main(void)
 {
@@ -125,6 +164,13 @@ int main(void)
             check_case(&tiny, 3000, d, 8.0);
             /* past ATTN_MAX_CHUNKS chunks of ATTN_CHUNK_TARGET positions, where chunks grow longer */
             check_case(&tiny, 33000, d, 1.0);
+            /* running maxima that jump (spikes) and creep (rising) inside items and blocks: the
+             * few-heads loops' lazy maximum and its second pass */
+            check_shaped(&tiny, 3000, d, 2.0, spikes);
+            check_shaped(&tiny, 3000, d, 2.0, rising);
+            check_shaped(&pairs, 1100, d, 2.0, spikes);
+            check_shaped(&few_tails[0], 1100, d, 2.0, rising);
+            cases += 4;
             for (size_t i = 0; i < sizeof pairs_n / sizeof *pairs_n; i++, cases++) check_case(&pairs, pairs_n[i], d, 2.0);
             for (size_t w = 0; w < sizeof few_tails / sizeof *few_tails; w++)
                 for (size_t i = 0; i < sizeof pairs_n / sizeof *pairs_n; i++, cases++) check_case(&few_tails[w], pairs_n[i], d, 2.0);
