@@ -63,8 +63,9 @@ run_one() { # policy depth guesses qd rep
       "$build/bench/r1_replay" --slice "$slice" --trace "$trace" --tokens "$tokens" --slots "$slots" --policy "$p" \
       --prefetch-depth "$d" "${la_args[@]}" "${extra[@]}" --write-iolog "$out/iolog.run" --report "$out/$tag.json" > /dev/null
   [ -s "$out/iolog" ] || cp "$out/iolog.run" "$out/iolog"
-  { grep -v ' read ' "$out/iolog.run" | grep -v ' close$'; grep ' read ' "$out/iolog.run" | head -200
-    grep ' close$' "$out/iolog.run"; } > "$out/iolog.head"
+  awk '!/ read / && !/ close$/' "$out/iolog.run" > "$out/iolog.head"
+  awk '/ read / && ++n <= 200' "$out/iolog.run" >> "$out/iolog.head"
+  awk '/ close$/' "$out/iolog.run" >> "$out/iolog.head"
   { fio_json adj --read_iolog="$out/iolog.head" --iodepth=32 --replay_no_stall=1
     fio_json adjseq --filename="$shards" --rw=read --bs=64m --iodepth=32 --io_size=8g; } > "$out/$tag.adj"
 }
