@@ -39,6 +39,10 @@ struct expert_cache {
     int *want_key, n_want;
     int prefetch_cap, prefetch_outstanding;
     uint8_t *guessed;      /* [n_keys] guessed and not read, until its layer comes (telemetry) */
+    /* Guesses waiting for queue room, in the order they came: read when no real read of the
+     * current layer waits, nearest layer first; dropped when their layer's requests arrive. */
+    int *guess_queue, n_queued;
+    uint8_t *queued;       /* [n_keys] in guess_queue */
     int failed_key;        /* a wanted key whose read failed, -1 */
     cache_counters stats;
     char err[512];
@@ -71,8 +75,11 @@ static int alloc_tables(expert_cache *c, int n_slots, cache_policy_kind policy)
     c->want_state = calloc((size_t)c->n_keys, 1);
     c->want_key = malloc(sizeof(int) * (size_t)c->n_keys);
     c->guessed = calloc((size_t)c->n_keys, 1);
+    c->guess_queue = malloc(sizeof(int) * (size_t)c->n_keys);
+    c->queued = calloc((size_t)c->n_keys, 1);
     c->policy = cache_policy_create(policy, c->n_keys, n_slots, 0);
     if (!c->slot || !c->free_slot || !c->slot_of_key || !c->want_state || !c->want_key || !c->guessed || !c->policy ||
+        !c->guess_queue || !c->queued ||
         cache_counters_init(&c->stats, c->n_layers) < 0)
         return -1;
     for (int k = 0; k < c->n_keys; k++) c->slot_of_key[k] = -1;
@@ -140,6 +147,7 @@ void expert_cache_free(expert_cache *c)
     slot_arena_release(&c->arena);
     cache_counters_release(&c->stats);
     free(c->slot); free(c->free_slot); free(c->slot_of_key); free(c->want_state); free(c->want_key); free(c->guessed);
+    free(c->guess_queue); free(c->queued);
     free(c);
 }
 
@@ -221,6 +229,7 @@ static int slot_submit(expert_cache *c, int s, int key, int prefetched)
 static int start_read(expert_cache *c, int key)
 {
     int victim;
+    if (expert_reader_queue_room(c->reader) == 0) return -1; /* before a victim is given up */
     if (cache_policy_miss(c->policy, key, slot_evictable, c, &victim) < 0) return 0;
     return slot_submit(c, slot_take(c, victim), key, 0) < 0 ? -1 : 1;
 }
@@ -286,14 +295,59 @@ static int key_of(const expert_cache *c, int layer, int expert)
     return layer * c->n_experts + expert;
 }
 
+static int layer_has_pending(const expert_cache *c)
+{
+    for (int i = 0; i < c->n_want; i++)
+        if (c->want_state[c->want_key[i]] == WANT_OPEN && c->slot_of_key[c->want_key[i]] < 0) return 1;
+    return 0;
+}
+
+/* The queued guess of the nearest layer ahead (the earliest queued of it), removed; -1 if none. */
+static int pop_guess(expert_cache *c)
+{
+    int best = -1;
+    for (int i = 0; i < c->n_queued; i++)
+        if (best < 0 || c->guess_queue[i] / c->n_experts < c->guess_queue[best] / c->n_experts) best = i;
+    if (best < 0) return -1;
+    int k = c->guess_queue[best];
+    memmove(c->guess_queue + best, c->guess_queue + best + 1, sizeof(int) * (size_t)(c->n_queued - best - 1));
+    c->n_queued--;
+    c->queued[k] = 0;
+    return k;
+}
+
+static void unpop_guess(expert_cache *c, int k)
+{
+    memmove(c->guess_queue + 1, c->guess_queue, sizeof(int) * (size_t)c->n_queued);
+    c->guess_queue[0] = k;
+    c->n_queued++;
+    c->queued[k] = 1;
+}
+
+/* Queued guesses into free queue room: a free slot, or the policy's own victim when it ranks it no
+ * higher than the guess (cache_policy_prefetch); never while the current layer still waits for a
+ * slot, never more than prefetch_cap unused guesses. A guess that finds no room stays queued. */
+static void start_guesses(expert_cache *c)
+{
+    if (layer_has_pending(c)) return;
+    while (c->prefetch_outstanding < c->prefetch_cap && expert_reader_queue_room(c->reader) > 0) {
+        int k = pop_guess(c), victim;
+        if (k < 0) return;
+        if (c->slot_of_key[k] >= 0) continue;
+        if (cache_policy_prefetch(c->policy, k, slot_evictable_for_prefetch, c, &victim) < 0) { unpop_guess(c, k); return; }
+        if (slot_submit(c, slot_take(c, victim), k, 1) < 0) return;
+    }
+}
+
 /* The wanted keys of this layer that have no slot yet, in request order; stops when no slot or
- * no queue room is left. */
+ * no queue room is left. Queued guesses take what room is left. */
 static void start_pending_reads(expert_cache *c)
 {
     for (int i = 0; i < c->n_want; i++) {
         int k = c->want_key[i];
         if (c->want_state[k] == WANT_OPEN && c->slot_of_key[k] < 0 && start_read(c, k) <= 0) return;
     }
+    start_guesses(c);
 }
 
 static void begin_layer(expert_cache *c, int layer)
@@ -324,9 +378,17 @@ static void request_key(expert_cache *c, int key)
     }
 }
 
-/* Guesses for this layer that it did not ask for were wrong: settled as wasted and dropped. */
+/* Guesses for this layer that it did not ask for were wrong: settled as wasted and dropped; the
+ * ones never read leave the queue. */
 static void settle_layer_guesses(expert_cache *c, int layer)
 {
+    int kept = 0;
+    for (int i = 0; i < c->n_queued; i++) {
+        int k = c->guess_queue[i];
+        if (k / c->n_experts == layer) c->queued[k] = 0;
+        else c->guess_queue[kept++] = k;
+    }
+    c->n_queued = kept;
     for (int e = 0; e < c->n_experts; e++) {
         int s = c->slot_of_key[layer * c->n_experts + e];
         c->guessed[layer * c->n_experts + e] = 0;
@@ -437,30 +499,19 @@ void expert_cache_release(void *cache, int layer, int expert)
     start_pending_reads(c);
 }
 
-static int layer_has_pending(const expert_cache *c)
-{
-    for (int i = 0; i < c->n_want; i++)
-        if (c->want_state[c->want_key[i]] == WANT_OPEN && c->slot_of_key[c->want_key[i]] < 0) return 1;
-    return 0;
-}
-
-/* Guesses take a free slot, or the policy's own victim when it ranks it no higher than the guess
- * (cache_policy_prefetch); never while the current layer still waits for a slot, never more than
- * prefetch_cap unused guesses, and never on a full queue: a guess must not delay a real read. */
+/* Guesses wait in the queue (nearest layer first, then in the order given) and are read as queue
+ * room and slots allow (start_guesses); a guess already holding a slot or queued is not added. */
 void expert_cache_prefetch(void *cache, int layer, const int *experts, int n)
 {
     expert_cache *c = cache;
     for (int i = 0; i < n; i++) {
         int k = key_of(c, layer, experts[i]);
-        if (k >= 0 && c->slot_of_key[k] < 0) c->guessed[k] = 1; /* cleared when its layer comes */
-    }
-    if (reap(c, 0) < 0 || layer_has_pending(c)) return;
-    for (int i = 0; i < n && c->prefetch_outstanding < c->prefetch_cap; i++) {
-        int k = key_of(c, layer, experts[i]), victim;
         if (k < 0 || c->slot_of_key[k] >= 0) continue;
-        if (cache_policy_prefetch(c->policy, k, slot_evictable_for_prefetch, c, &victim) < 0) continue;
-        if (slot_submit(c, slot_take(c, victim), k, 1) < 0) return;
+        c->guessed[k] = 1; /* cleared when its layer comes */
+        if (!c->queued[k]) { c->queued[k] = 1; c->guess_queue[c->n_queued++] = k; }
     }
+    if (reap(c, 0) < 0) return;
+    start_guesses(c);
 }
 
 const char *expert_cache_error(void *cache)

@@ -77,6 +77,23 @@ typedef struct {
 cache_trace *cache_trace_load(const char *path, int layer_lo, int layer_hi, char *err, size_t errlen);
 void cache_trace_free(cache_trace *t);
 
+/* The router lookahead's guesses recorded beside a routing trace (tools/trace_model/guess_trace.py
+ * writes the file): for depth d = 1..depth, the ranks[d-1] experts that layer L - d's lookahead
+ * guessed for MoE layer L, most confident first, for every row of the trace. */
+enum { CACHE_GUESS_MAX_DEPTH = 4 };
+typedef struct {
+    int rows, depth, n_layers;            /* n_layers: the trace's MoE layers (its key space) */
+    int ranks[CACHE_GUESS_MAX_DEPTH];
+    int *ids[CACHE_GUESS_MAX_DEPTH];      /* [rows][n_layers][ranks[d-1]]; -1 where none was recorded */
+} cache_guesses;
+
+/* The guess file of trace t (whose routes it is coded against: same rows, every row routing every
+ * layer with the same k). NULL with one line in err naming the file and what was expected. */
+cache_guesses *cache_guesses_load(const char *path, const cache_trace *t, char *err, size_t errlen);
+/* Depth d's guesses for row `row`, trace layer index i; NULL when none were recorded. */
+const int *cache_guesses_at(const cache_guesses *g, int d, int row, int i);
+void cache_guesses_free(cache_guesses *g);
+
 typedef struct { uint64_t hits, misses; } cache_sim_result;
 
 /* Replays keys[0..n) (each in [0, n_keys)) through `slots` slots with the same policy code the

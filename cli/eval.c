@@ -2,6 +2,9 @@
  *   OUT/logits.f32      float32 LE [T][vocab], logits of every input position
  *   OUT/routes.json     {"<moe layer>": [T arrays of chosen expert ids]}
  *   OUT/mtp_logits.f32  (with --mtp) row i = MTP pass pairing h_i with x_{i+1}, x_T = argmax of row T-1
+ *   OUT/guesses.json    (with --guesses N) {"<layer l>": {"<layer l+d>": [T arrays of N ids]}}: the router
+ *                       lookahead's guesses from layer l for MoE layer l+d, d = 1..--guess-depth, most
+ *                       confident first, as the forward pass hands them to the cache
  * Experts are read straight from the checkpoint (no cache), rows in chunks of --chunk. */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -15,7 +18,7 @@
 
 typedef struct {
     const char *dir, *ids, *ids_file, *out, *cpu;
-    int threads, chunk, mtp, ppl;
+    int threads, chunk, mtp, ppl, guesses, guess_depth;
 } eval_args;
 
 static int write_file(const char *dir, const char *name, const void *data, size_t n, char *err, size_t errlen)
@@ -49,6 +52,37 @@ static int write_routes(const char *dir, const int *routes, const dsspec_model_i
     return rc;
 }
 
+static int write_guesses(dsspec *e, const eval_args *a, const int *ids, int T, char *err, size_t errlen)
+{
+    const dsspec_model_info *mi = dsspec_get_model_info(e);
+    int D = a->guess_depth, n = a->guesses, rc = -1;
+    int *g = malloc((size_t)mi->n_layers * D * T * n * sizeof(int));
+    cJSON *root = cJSON_CreateObject();
+    char *text = NULL;
+    if (!g || !root) { snprintf(err, errlen, "out of memory for %d positions of guesses", T); goto done; }
+    if (dsspec_eval_guesses(e, ids, T, a->chunk, D, n, g, err, errlen)) goto done;
+    for (int l = 0; l < mi->n_layers; l++) {
+        cJSON *src = NULL;
+        for (int d = 1; d <= D; d++) {
+            const int *rows = g + ((size_t)l * D + d - 1) * T * n;
+            if (rows[0] < 0) continue;
+            char key[16];
+            if (!src) { snprintf(key, sizeof key, "%d", l); src = cJSON_AddObjectToObject(root, key); }
+            snprintf(key, sizeof key, "%d", l + d);
+            cJSON *arr = cJSON_AddArrayToObject(src, key);
+            for (int t = 0; t < T; t++) cJSON_AddItemToArray(arr, cJSON_CreateIntArray(rows + (size_t)t * n, n));
+        }
+    }
+    text = cJSON_PrintUnformatted(root);
+    if (!text) snprintf(err, errlen, "out of memory writing guesses.json");
+    else rc = write_file(a->out, "guesses.json", text, strlen(text), err, errlen);
+done:
+    free(text);
+    cJSON_Delete(root);
+    free(g);
+    return rc;
+}
+
 /* Mean negative log-likelihood of ids[t+1] under the logits of row t, in double. */
 static void print_perplexity(const float *logits, const int *ids, int T, int V)
 {
@@ -79,7 +113,8 @@ static int eval_outputs(dsspec *e, const eval_args *a, const int *ids, int T, ch
     rc = 0;
     if (a->out && (write_file(a->out, "logits.f32", logits, (size_t)T * V * sizeof(float), err, errlen) ||
                    write_routes(a->out, routes, mi, T, is_moe, err, errlen) ||
-                   (mtp && write_file(a->out, "mtp_logits.f32", mtp, (size_t)T * V * sizeof(float), err, errlen))))
+                   (mtp && write_file(a->out, "mtp_logits.f32", mtp, (size_t)T * V * sizeof(float), err, errlen)) ||
+                   (a->guesses && write_guesses(e, a, ids, T, err, errlen))))
         rc = -1;
 done:
     free(logits); free(mtp); free(routes); free(is_moe);
@@ -118,7 +153,7 @@ static int eval_with_engine(const eval_args *a, const int *ids, int T)
 
 int cli_eval(int argc, char **argv)
 {
-    eval_args a = {.threads = dsspec_physical_cores(), .chunk = 64};
+    eval_args a = {.threads = dsspec_physical_cores(), .chunk = 64, .guess_depth = 2};
     const flag flags[] = {
         {FLAG_STRING, "-m|--model", "DIR", &a.dir, .help = "checkpoint directory (default: the embedded model)"},
         {FLAG_STRING, "--ids", "LIST", &a.ids, .help = "comma-separated token ids, e.g. 3,17,42"},
@@ -129,14 +164,17 @@ int cli_eval(int argc, char **argv)
         {FLAG_INT, "-t|--threads", "N", &a.threads, 1, 1024, .help = "worker threads (default: the physical cores)"},
         {FLAG_STRING, "--cpu-features", "P", &a.cpu, .help = "highest kernel path: scalar | avx2 | avx512 (default: best available)"},
         {FLAG_INT, "--chunk", "N", &a.chunk, 1, 1 << 20, .help = "rows per forward pass (default 64; results do not depend on it)"},
+        {FLAG_INT, "--guesses", "N", &a.guesses, 1, 1 << 16, .help = "also write guesses.json: the router lookahead's N most confident guesses per row and layer"},
+        {FLAG_INT, "--guess-depth", "D", &a.guess_depth, 1, 64, .help = "with --guesses: guess layers l+1..l+D from layer l (default 2)"},
     };
-    int rc = flags_parse("eval", "usage: dsspec eval [-m DIR] (--ids LIST | --ids-file FILE) [--dump OUT] [--mtp] [--ppl] [-t N] [--cpu-features P] [--chunk N]",
+    int rc = flags_parse("eval", "usage: dsspec eval [-m DIR] (--ids LIST | --ids-file FILE) [--dump OUT] [--mtp] [--guesses N [--guess-depth D]] [--ppl] [-t N] [--cpu-features P] [--chunk N]",
                          flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : rc;
     char err[1024];
     if (!a.ids == !a.ids_file) return flags_usage_error("eval", "give one of --ids or --ids-file");
     if (!a.out && !a.ppl) return flags_usage_error("eval", "--dump is required (or --ppl)");
     if (a.mtp && !a.out) return flags_usage_error("eval", "--mtp writes mtp_logits.f32 into --dump OUT; give --dump");
+    if (a.guesses && !a.out) return flags_usage_error("eval", "--guesses writes guesses.json into --dump OUT; give --dump");
     if (a.cpu && dsspec_check_cpu_features(a.cpu, err, sizeof err)) return flags_usage_error("eval", "%s", err);
     int *ids = NULL, T = read_ids(&a, &ids, err, sizeof err);
     if (T < 0) {

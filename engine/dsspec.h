@@ -315,6 +315,13 @@ char *dsspec_read_file(const char *path, size_t *len, char *err, size_t errlen);
 int dsspec_eval(dsspec *e, const int *ids, int T, int chunk, float *logits, int *routes, float *mtp_logits,
                 char *err, size_t errlen);
 
+/* The router lookahead's guesses over the same teacher-forced pass, as the forward pass hands them
+ * to the expert cache (--prefetch-depth depth, --prefetch-guesses n), recorded instead of read:
+ * guesses [n_layers source][depth][T][n], entry (s, d, t) the n experts layer s + d is guessed to
+ * use for row t, most confident first; -1 where layer s + d is not a MoE layer of the model. */
+int dsspec_eval_guesses(dsspec *e, const int *ids, int T, int chunk, int depth, int n, int *guesses, char *err,
+                        size_t errlen);
+
 /* ------------------------------------------------------------------ offline tools */
 
 /* Opens and fully validates a checkpoint and prints its census (tensors and bytes by dtype,

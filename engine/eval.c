@@ -49,6 +49,92 @@ static int mtp_pass(dsspec *e, kv_cache *mkv, const int *ids, const int *pos, in
     return rc;
 }
 
+/* The lookahead's guesses as the forward pass hands them to a cache, recorded instead of read:
+ * target layer t hears from sources max(0, t - depth) .. t - 1 in that order (every layer, dense or
+ * MoE, looks ahead), each call holding rank r of row b at r * nb + b. */
+typedef struct {
+    expert_provider inner;
+    int *out;             /* [n_layers source][depth][T][n] */
+    int T, depth, n, base, nb, n_layers;
+    int *calls;           /* [n_layers] per target: calls heard in this chunk */
+} guess_recorder;
+
+static void rec_want(void *self, int layer, const int *experts, int n)
+{
+    guess_recorder *g = self;
+    g->inner.want(g->inner.self, layer, experts, n);
+}
+
+static int rec_acquire_any(void *self, int layer, const int *experts, int n, int *which, expert_weights *out)
+{
+    guess_recorder *g = self;
+    return g->inner.acquire_any(g->inner.self, layer, experts, n, which, out);
+}
+
+static void rec_release(void *self, int layer, int expert)
+{
+    guess_recorder *g = self;
+    g->inner.release(g->inner.self, layer, expert);
+}
+
+static const char *rec_error(void *self)
+{
+    guess_recorder *g = self;
+    return g->inner.error ? g->inner.error(g->inner.self) : "expert read failed";
+}
+
+static int rec_holds_layer(void *self, int layer)
+{
+    (void)self; (void)layer;
+    return 0;
+}
+
+static void rec_prefetch(void *self, int target, const int *experts, int n)
+{
+    guess_recorder *g = self;
+    int first = target - g->depth > 0 ? target - g->depth : 0, src = first + g->calls[target]++;
+    int d = target - src;
+    if (d < 1 || d > g->depth || n != g->n * g->nb) return;
+    for (int b = 0; b < g->nb; b++)
+        for (int r = 0; r < g->n; r++)
+            g->out[(((size_t)src * g->depth + d - 1) * g->T + g->base + b) * g->n + r] = experts[r * g->nb + b];
+}
+
+int dsspec_eval_guesses(dsspec *e, const int *ids, int T, int chunk, int depth, int n, int *guesses, char *err,
+                        size_t errlen)
+{
+    const model_config *c = model_get_config(e->m);
+    if (T < 1) { error_set(err, errlen, "no token ids to evaluate"); return -1; }
+    if (depth < 1 || depth > c->num_hidden_layers || n < 1 || n > c->n_routed_experts) {
+        error_set(err, errlen, "lookahead depth %d / guesses %d: expected 1..%d layers and 1..%d guesses", depth, n,
+                  c->num_hidden_layers, c->n_routed_experts);
+        return -1;
+    }
+    if (dsspec_check_ids(e, ids, T, err, errlen)) return -1;
+    if (chunk < 1) chunk = 1;
+    if (chunk > T) chunk = T;
+    if (model_reserve_scratch(e->m, chunk, T + 1, err, errlen)) return -1;
+    guess_recorder g = {.inner = e->provider, .out = guesses, .T = T, .depth = depth, .n = n,
+                        .n_layers = c->num_hidden_layers, .calls = calloc((size_t)c->num_hidden_layers, sizeof(int))};
+    expert_provider ep = {&g, rec_want, rec_acquire_any, NULL, rec_release, rec_prefetch, rec_holds_layer, rec_error};
+    for (size_t i = 0; i < (size_t)c->num_hidden_layers * depth * T * n; i++) guesses[i] = -1;
+    kv_cache *kv = kv_cache_create(c, 0, c->num_hidden_layers, T + 1, e->opt.kv_bf16 ? DTYPE_BF16 : DTYPE_F32);
+    int *pos = malloc((size_t)T * sizeof(int)), rc = kv && pos && g.calls ? 0 : -1;
+    if (rc) error_set(err, errlen, "out of memory for %d positions", T);
+    for (int t = 0; t < T && pos; t++) pos[t] = t;
+    for (int s = 0; s < T && rc == 0; s += chunk) {
+        g.base = s;
+        g.nb = T - s < chunk ? T - s : chunk;
+        memset(g.calls, 0, (size_t)c->num_hidden_layers * sizeof(int));
+        forward_request req = {.prefetch = depth, .prefetch_guesses = n};
+        rc = model_forward(e->m, kv, &ep, ids + s, pos + s, g.nb, &req, err, errlen);
+    }
+    kv_cache_free(kv);
+    free(pos);
+    free(g.calls);
+    return rc;
+}
+
 int dsspec_eval(dsspec *e, const int *ids, int T, int chunk, float *logits, int *routes, float *mtp_logits,
                 char *err, size_t errlen)
 {

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "core/checkpoint.h"
 #include "core/expert_provider.h"
 
@@ -43,6 +44,8 @@ int expert_reader_submit(expert_reader *r, int layer, int expert, void *slot, ui
  * engine itself fails (error line set). */
 int expert_reader_reap(expert_reader *r, int min_complete, uint64_t *tags, int *status, int max);
 int expert_reader_inflight(const expert_reader *r);
+/* Reads that can be submitted now without a reap (0: the queue is full). */
+int expert_reader_queue_room(const expert_reader *r);
 const char *expert_reader_error(const expert_reader *r);
 
 /* The six tensors of (layer, expert) inside a filled slot. */
@@ -61,6 +64,11 @@ int expert_reader_set_chunk_bytes(expert_reader *r, size_t chunk_bytes);
  * Submits into those slots then use READ_FIXED. 0 ok, -1 with expert_reader_error() set (the
  * reader keeps working without registration). A no-op returning 0 on the pread backend. */
 int expert_reader_register_slots(expert_reader *r, void *base, int n_slots);
+
+/* Benchmarks: every kernel read from now on as a line of a fio v2 iolog (the header first), so fio
+ * --read_iolog can replay exactly this request stream as a peer; NULL ends the log (its close
+ * lines) and stops logging. The caller owns and closes f. */
+void expert_reader_log_reads(expert_reader *r, FILE *f);
 
 /* ---- Test hooks: for tests/ only, never used by the engine ---- */
 typedef enum { IO_FAULT_NONE = 0, IO_FAULT_EINTR, IO_FAULT_EAGAIN, IO_FAULT_EIO, IO_FAULT_SHORT } io_fault;

@@ -70,6 +70,7 @@ struct expert_reader {
     int fault_count;
     int fail_layer, fail_expert;     /* test hook: this expert's reads always fail; -1 none */
     expert_reader_stats stats;
+    FILE *iolog;                     /* every kernel read as a fio iolog line, or NULL */
     char note[512];
     char error[768];
 };
@@ -562,6 +563,7 @@ void expert_reader_free(expert_reader *r)
 }
 
 io_backend expert_reader_backend(const expert_reader *r) { return r->backend; }
+int expert_reader_queue_room(const expert_reader *r) { return r->n_free; }
 const char *expert_reader_backend_note(const expert_reader *r) { return r->note; }
 size_t expert_reader_slot_bytes(const expert_reader *r) { return r->slot_bytes; }
 int expert_reader_inflight(const expert_reader *r) { return r->inflight; }
@@ -655,6 +657,9 @@ static void start_job(expert_reader *r, int job, const expert_plan *p, uint8_t *
         }
     }
     j->units_left = n;
+    for (int k = 0; r->iolog && k < n; k++)
+        fprintf(r->iolog, "%s read %llu %llu\n", shard_path(r, units[k].shard), (unsigned long long)units[k].offset,
+                (unsigned long long)units[k].length);
     for (int k = 0; k < n; k++) {
         io_request rq = {.shard = units[k].shard, .offset = units[k].offset, .length = units[k].length,
                          .dst = units[k].dst};
@@ -668,6 +673,18 @@ static void start_job(expert_reader *r, int job, const expert_plan *p, uint8_t *
     }
     int rc = r->engine.flush(r->engine.self);
     if (rc < 0) set_error(r, "io: submitting reads failed: %s", strerror(-rc));
+}
+
+void expert_reader_log_reads(expert_reader *r, FILE *f)
+{
+    const checkpoint *ck = r->ck;
+    if (r->iolog)
+        for (int s = 0; s < ck->n_shards; s++) fprintf(r->iolog, "%s close\n", ck->shards[s].path);
+    r->iolog = f;
+    if (!f) return;
+    fprintf(f, "fio version 2 iolog\n");
+    for (int s = 0; s < ck->n_shards; s++) fprintf(f, "%s add\n", ck->shards[s].path);
+    for (int s = 0; s < ck->n_shards; s++) fprintf(f, "%s open\n", ck->shards[s].path);
 }
 
 int expert_reader_submit(expert_reader *r, int layer, int expert, void *slot, uint64_t tag)

@@ -8,6 +8,10 @@ endforeach()
 add_executable(test_cache_trace ${CMAKE_SOURCE_DIR}/tests/test_cache_trace.c)
 target_link_libraries(test_cache_trace PRIVATE dsspec_cache PkgConfig::ZLIB)
 add_test(NAME test_cache_trace COMMAND test_cache_trace)
+# The recorded-lookahead reader against a file worked out by hand.
+add_executable(test_guess_trace ${CMAKE_SOURCE_DIR}/tests/test_guess_trace.c)
+target_link_libraries(test_guess_trace PRIVATE dsspec_cache PkgConfig::ZLIB)
+add_test(NAME test_guess_trace COMMAND test_guess_trace)
 # The live cache over the real reader, reads reordered; its synthetic shard goes under the build
 # directory (a real disk) because O_DIRECT may be refused on tmpfs.
 add_executable(test_cache_live ${CMAKE_SOURCE_DIR}/tests/test_cache_live.c)

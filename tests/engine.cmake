@@ -12,6 +12,12 @@ add_test(NAME engine_reference COMMAND test_reference
 # the others.
 add_test(NAME engine_reference_long COMMAND test_reference ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_long)
 
+# The router lookahead's ranked guesses against the numpy float64 model (make_lookahead_ref.py).
+add_executable(test_lookahead ${CMAKE_SOURCE_DIR}/tests/engine/test_lookahead.c)
+target_link_libraries(test_lookahead PRIVATE dsspec_engine PkgConfig::CJSON)
+add_test(NAME engine_lookahead COMMAND test_lookahead ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_r1
+         ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny_b)
+
 add_executable(test_cli ${CMAKE_SOURCE_DIR}/tests/engine/test_cli.c)
 target_link_libraries(test_cli PRIVATE engine_test_util)
 add_test(NAME engine_cli COMMAND test_cli $<TARGET_FILE:dsspec> ${CMAKE_SOURCE_DIR}/models/dsspec-tiny

@@ -433,6 +433,51 @@ static void test_prefetch_accounting(void)
     rig_free(&r);
 }
 
+/* A guess that finds no queue room waits and is read once the layer's own reads have room, before
+ * its layer comes; one whose layer comes first is dropped unread. Worked: queue depth 2; layer 0
+ * asks for 0, 1, 2 (two reads queued, 2 waits), guesses 3, 4 for layer 1 wait behind it; once
+ * layer 0 is served they are read (issued 2), 3 is used, 4 wasted. Then layer 1 asks for 0, 1, 2
+ * (again two reads queued, one waiting), guess 0 for layer 2 waits behind them, and layer 2
+ * arrives first: the guess is never read, and layer 2's 0 is a miss the lookahead had guessed. */
+static void test_guess_waits_for_room(void)
+{
+    rig r;
+    rig_init(&r, 3, 8, 8, 2, IO_BACKEND_AUTO, CACHE_POLICY_LRU, 9);
+    if (!r.cache) { rig_free(&r); return; }
+    int l0[3] = {0, 1, 2}, n = 3, guess[2] = {3, 4};
+    r.p.want(r.p.self, 0, l0, n);
+    r.p.prefetch(r.p.self, 1, guess, 2);
+    expert_cache_stats s;
+    expert_cache_stats_get(r.cache, &s);
+    CHECK(s.prefetch_issued == 0, "guesses read while layer 0 still waits for room: issued %llu", (unsigned long long)s.prefetch_issued);
+    expert_cache_stats_release(&s);
+    while (n > 0) rig_acquire(&r, 0, l0, &n);
+    while (r.n_held) rig_release(&r, 0);
+    int l1[3] = {3, 5, 6};
+    n = 3;
+    r.p.want(r.p.self, 1, l1, n);
+    while (n > 0) rig_acquire(&r, 1, l1, &n);
+    while (r.n_held) rig_release(&r, 0);
+    expert_cache_stats_get(r.cache, &s);
+    CHECK(s.prefetch_issued == 2 && s.prefetch_used == 1 && s.prefetch_wasted == 1, "waiting guesses %llu/%llu/%llu",
+          (unsigned long long)s.prefetch_issued, (unsigned long long)s.prefetch_used, (unsigned long long)s.prefetch_wasted);
+    expert_cache_stats_release(&s);
+    int l1b[3] = {0, 1, 2}, g2 = 0, l2 = 0;
+    r.p.want(r.p.self, 1, l1b, 3);
+    r.p.prefetch(r.p.self, 2, &g2, 1);
+    r.p.want(r.p.self, 2, &l2, 1);
+    n = 1;
+    CHECK(rig_acquire(&r, 2, &l2, &n) == 0, "acquire: %s", r.p.error(r.p.self));
+    while (r.n_held) rig_release(&r, 0);
+    expert_cache_stats_get(r.cache, &s);
+    CHECK(s.prefetch_issued == 2 && s.layer[2].misses == 1 && s.prefetch_guessed_missed == 1,
+          "a guess overtaken by its layer: issued %llu, layer 2 misses %llu, guessed misses %llu",
+          (unsigned long long)s.prefetch_issued, (unsigned long long)s.layer[2].misses,
+          (unsigned long long)s.prefetch_guessed_missed);
+    expert_cache_stats_release(&s);
+    rig_free(&r);
+}
+
 /* A wrong guess gives its slot back once its read has landed: asked for later, it is a miss that
  * needs no eviction (kept, it would have been a hit on a slot the policy never chose). Worked:
  * 4 slots; layer 0 takes expert 0; guesses 3 and 4 for layer 1 take two more; layer 1 asks for 3
@@ -520,6 +565,7 @@ int main(int argc, char **argv)
     test_read_error();
     test_prefetch_accounting();
     test_wrong_guess_freed();
+    test_guess_waits_for_room();
     test_small_functions();
     return check_report("test_cache_live");
 }

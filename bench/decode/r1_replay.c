@@ -6,10 +6,15 @@
  * L reads slice layer first_dense + L % (slice MoE layers), while the cache keys every trace layer
  * apart (a virtual checkpoint of first_dense + trace layers), so hit rates are the trace's own.
  *
- * Prefetch: the traces hold only real routes, so a lookahead guess for layer L+d is simulated: each
- * of the real top-k experts is guessed with probability --recall, else a wrong expert is guessed
- * (the router's top-k is always k guesses). Nothing is guessed across a token boundary: the next
- * token's route depends on the token. */
+ * Prefetch, layers L+1..L+d guessed while layer L runs (--prefetch-depth d): with --lookahead, the
+ * guesses the trace model's own router lookahead made (recorded beside the trace by
+ * tools/trace_model/guess_trace.py; the first --guesses of each, most confident first, the layer
+ * before the first MoE layer guessing too, as core/model.c's prefetch_ahead does); without it,
+ * modelled: each real top-k expert guessed with probability --recall, else a wrong one. Nothing is
+ * guessed across a token boundary: the next token's route depends on the token.
+ *
+ * --write-iolog F records every kernel read the reader issued as a fio iolog, so that fio can
+ * replay exactly this request stream as the disk's peer. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +25,8 @@
 #include "core/threadpool.h"
 
 typedef struct {
-    const char *slice, *trace, *policy, *report;
-    int tokens, slots, depth, threads, qd;
+    const char *slice, *trace, *policy, *report, *lookahead, *iolog;
+    int tokens, slots, depth, threads, qd, guesses[2];
     double recall;
     unsigned long long seed;
 } options;
@@ -73,13 +78,19 @@ typedef struct {
     float *x, *q, *q2, *kv, *kv2, *o, *act, *act2, *y;
 } work;
 
-static void run_resident(work *w, resident_matrix *r)
+/* The attention's projections: before the router, so before the layer's reads can start. */
+static void run_attention(work *w, resident_matrix *r)
 {
     matvec(w->pool, &r[RES_QA].m, w->x, 1, w->q);
     matvec(w->pool, &r[RES_QB].m, w->q, 1, w->q2);
     matvec(w->pool, &r[RES_KVA].m, w->x, 1, w->kv);
     matvec(w->pool, &r[RES_KVB].m, w->kv, 1, w->kv2);
     matvec(w->pool, &r[RES_O].m, w->kv2, 1, w->o);  /* o_proj's input width (heads x v) <= kv_b's rows */
+}
+
+/* The shared expert: after the routed ones, as core/model.c's moe() runs it. */
+static void run_shared(work *w, resident_matrix *r)
+{
     matvec(w->pool, &r[RES_SG].m, w->x, 1, w->act);
     matvec(w->pool, &r[RES_SU].m, w->x, 1, w->act2);
     matvec(w->pool, &r[RES_SD].m, w->act, 1, w->y);
@@ -124,6 +135,7 @@ static void simulate_guess(const int *real, int k, int E, double recall, unsigne
 
 typedef struct {
     const cache_trace *t;
+    const cache_guesses *g;     /* recorded guesses, or NULL: modelled */
     int first, k, phys;
     expert_cache *cache;
     resident_matrix (*res)[RES_N];
@@ -142,17 +154,31 @@ static const int *route(const replay *r, int tok, int L, int *buf)
     return buf;
 }
 
+/* The guesses trace layer L (-1: the dense layer before the first MoE layer) hands the cache for
+ * L+1..L+depth, nearer layers first. */
+static void lookahead(replay *r, int tok, int L)
+{
+    for (int d = 1; d <= r->o->depth && L + d < r->t->n_layers; d++) {
+        int next[64], guess[64];
+        if (!r->g) {
+            if (L < 0) continue;
+            simulate_guess(route(r, tok, L + d, next), r->k, r->t->n_experts, r->o->recall, &r->seed, guess);
+            expert_cache_prefetch(r->cache, r->first + L + d, guess, r->k);
+            continue;
+        }
+        const int *g = cache_guesses_at(r->g, d, tok, L + d);
+        if (g) expert_cache_prefetch(r->cache, r->first + L + d, g, r->o->guesses[d - 1]);
+    }
+}
+
 static int replay_layer(replay *r, int tok, int L)
 {
-    int real[64], guess[64], vl = r->first + L, k = r->k;
+    int real[64], vl = r->first + L, k = r->k;
     route(r, tok, L, real);
-    run_resident(r->w, r->res[L % r->phys]);
+    if (L == 0) lookahead(r, tok, -1); /* while the dense layer in front computes */
+    run_attention(r->w, r->res[L % r->phys]);
     expert_cache_want(r->cache, vl, real, k);
-    for (int d = 1; d <= r->o->depth && L + d < r->t->n_layers; d++) {
-        int next[64];
-        simulate_guess(route(r, tok, L + d, next), k, r->t->n_experts, r->o->recall, &r->seed, guess);
-        expert_cache_prefetch(r->cache, vl + d, guess, k);
-    }
+    lookahead(r, tok, L);
     for (int remaining = k; remaining > 0; remaining--) {
         int which;
         expert_weights ew;
@@ -166,12 +192,14 @@ static int replay_layer(replay *r, int tok, int L)
         real[which] = real[remaining - 1];
         real[remaining - 1] = e;
     }
+    run_shared(r->w, r->res[L % r->phys]);
     return 0;
 }
 
 static int parse_args(int argc, char **argv, options *o)
 {
-    *o = (options){.policy = "lfu", .tokens = 16, .slots = 66, .depth = 0, .threads = 2, .qd = 8, .recall = 0.84, .seed = 1};
+    *o = (options){.policy = "lfu", .tokens = 16, .slots = 66, .depth = 0, .threads = 2, .qd = 8, .recall = 0.84, .seed = 1,
+                   .guesses = {8, 8}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help")) return 1;
@@ -186,6 +214,13 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(a, "--recall")) o->recall = atof(v);
         else if (!strcmp(a, "--threads")) o->threads = atoi(v);
         else if (!strcmp(a, "--qd")) o->qd = atoi(v);
+        else if (!strcmp(a, "--lookahead")) o->lookahead = v;
+        else if (!strcmp(a, "--write-iolog")) o->iolog = v;
+        else if (!strcmp(a, "--guesses")) {
+            int n = sscanf(v, "%d,%d", &o->guesses[0], &o->guesses[1]);
+            if (n == 1) o->guesses[1] = o->guesses[0];
+            if (n < 1 || o->guesses[0] < 1 || o->guesses[1] < 1) { fprintf(stderr, "r1_replay: --guesses: expected N or N,M >= 1\n"); return -1; }
+        }
         else { fprintf(stderr, "r1_replay: unknown flag %s\n", a); return -1; }
         i++;
     }
@@ -199,11 +234,14 @@ static int parse_args(int argc, char **argv, options *o)
 
 static const char USAGE[] =
     "usage: r1_replay --slice DIR --trace FILE [--policy lfu|lru|arc] [--slots N] [--tokens N]\n"
-    "                 [--prefetch-depth 0|1|2] [--recall R] [--threads N] [--qd N] [--report FILE]\n"
+    "                 [--prefetch-depth 0|1|2] [--lookahead FILE [--guesses N[,M]] | --recall R]\n"
+    "                 [--threads N] [--qd N] [--write-iolog FILE] [--report FILE]\n"
     "Replays a routing trace's tokens over an R1 slice (build/bench/make_r1_slice) through the real\n"
     "reader, expert cache and FP8 GEMVs; prints one JSON line (tokens/s, GB read/token, hit rate,\n"
-    "stall share, the cache's stats). --prefetch-depth d guesses layers L+1..L+d while layer L runs,\n"
-    "each real expert guessed with probability --recall (default 0.84, the trace model's router).\n";
+    "stall share, the cache's stats). --prefetch-depth d guesses layers L+1..L+d while layer L runs:\n"
+    "--lookahead FILE replays the guesses recorded beside the trace (the first N at depth 1, M at depth\n"
+    "2; default 8, the top-k), else each real expert is guessed with probability --recall (default 0.84).\n"
+    "--write-iolog FILE: every read the reader issued, as a fio v2 iolog (fio --read_iolog).\n";
 
 static void report(const replay *r, double seconds, FILE *out, const char *path)
 {
@@ -212,7 +250,13 @@ static void report(const replay *r, double seconds, FILE *out, const char *path)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "policy", r->o->policy);
     cJSON_AddNumberToObject(o, "prefetch_depth", r->o->depth);
-    cJSON_AddNumberToObject(o, "recall_simulated", r->o->recall);
+    if (r->g) {
+        cJSON_AddStringToObject(o, "lookahead", r->o->lookahead);
+        cJSON_AddNumberToObject(o, "guesses_depth1", r->o->guesses[0]);
+        cJSON_AddNumberToObject(o, "guesses_depth2", r->o->guesses[1]);
+    } else {
+        cJSON_AddNumberToObject(o, "recall_simulated", r->o->recall);
+    }
     cJSON_AddNumberToObject(o, "tokens", r->o->tokens);
     cJSON_AddNumberToObject(o, "seconds", seconds);
     cJSON_AddNumberToObject(o, "tokens_per_s", r->o->tokens / seconds);
@@ -252,7 +296,7 @@ static void work_free(work *w)
     free(w);
 }
 
-static int run(const options *o, checkpoint *ck, const cache_trace *t, char *err, size_t errlen)
+static int run(const options *o, checkpoint *ck, const cache_trace *t, const cache_guesses *g, char *err, size_t errlen)
 {
     cache_policy_kind kind;
     int first = ck->cfg.first_k_dense_replace, phys = ck->cfg.num_hidden_layers - first, k = ck->cfg.num_experts_per_tok;
@@ -262,7 +306,9 @@ static int run(const options *o, checkpoint *ck, const cache_trace *t, char *err
                  o->trace, k, ck->cfg.n_routed_experts);
         return -1;
     }
-    checkpoint virt;
+    checkpoint virt = {0};
+    FILE *iolog = NULL;
+    if (o->iolog && !(iolog = fopen(o->iolog, "w"))) { snprintf(err, errlen, "--write-iolog %s: cannot create", o->iolog); return -1; }
     resident_matrix (*res)[RES_N] = calloc((size_t)phys, sizeof *res);
     int rc = -1;
     expert_reader *reader = NULL;
@@ -272,9 +318,10 @@ static int run(const options *o, checkpoint *ck, const cache_trace *t, char *err
     for (int p = 0; p < phys; p++)
         if (load_resident(ck, first + p, res[p], err, errlen) < 0) goto done;
     if (!(reader = expert_reader_create(&virt, IO_BACKEND_AUTO, o->qd, err, errlen))) goto done;
+    if (iolog) expert_reader_log_reads(reader, iolog);
     if (!(cache = expert_cache_create(&virt, reader, o->slots, kind, err, errlen))) goto done;
     if (!(w = work_create(&ck->cfg, o->threads)) || !w->y) { snprintf(err, errlen, "out of memory"); goto done; }
-    replay r = {.t = t, .first = first, .k = k, .phys = phys, .cache = cache, .res = res, .w = w, .o = o,
+    replay r = {.t = t, .g = g, .first = first, .k = k, .phys = phys, .cache = cache, .res = res, .w = w, .o = o,
                 .H = ck->cfg.hidden_size, .I = ck->cfg.moe_intermediate_size, .seed = o->seed * 0x9E3779B97F4A7C15ull | 1};
     uint64_t t0 = now_ns();
     for (int tok = 0; tok < o->tokens; tok++)
@@ -283,6 +330,10 @@ static int run(const options *o, checkpoint *ck, const cache_trace *t, char *err
     report(&r, (now_ns() - t0) / 1e9, stdout, o->report);
     rc = 0;
 done:
+    if (iolog) {
+        if (reader) expert_reader_log_reads(reader, NULL);
+        if (fclose(iolog) != 0 && rc == 0) { snprintf(err, errlen, "%s: cannot write", o->iolog); rc = -1; }
+    }
     work_free(w);
     expert_cache_free(cache);
     expert_reader_free(reader);
@@ -305,8 +356,15 @@ int main(int argc, char **argv)
     if (!ck) { fprintf(stderr, "r1_replay: %s\n", err); return 1; }
     cache_trace *t = cache_trace_load(o.trace, -1, -1, err, sizeof err);
     if (!t) { fprintf(stderr, "r1_replay: %s\n", err); checkpoint_close(ck); return 1; }
-    int rc = run(&o, ck, t, err, sizeof err);
+    cache_guesses *g = o.lookahead ? cache_guesses_load(o.lookahead, t, err, sizeof err) : NULL;
+    int rc = -1;
+    if (o.lookahead && !g) { /* err says why */ }
+    else if (g && (o.depth > g->depth || o.guesses[0] > g->ranks[0] || (o.depth > 1 && o.guesses[1] > g->ranks[1])))
+        snprintf(err, sizeof err, "%s: holds depth %d with %d / %d guesses; asked depth %d with %d / %d", o.lookahead, g->depth,
+                 g->ranks[0], g->depth > 1 ? g->ranks[1] : 0, o.depth, o.guesses[0], o.guesses[1]);
+    else rc = run(&o, ck, t, g, err, sizeof err);
     if (rc < 0) fprintf(stderr, "r1_replay: %s\n", err);
+    cache_guesses_free(g);
     cache_trace_free(t);
     checkpoint_close(ck);
     return rc < 0 ? 1 : 0;

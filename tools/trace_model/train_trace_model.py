@@ -19,6 +19,7 @@ perplexity, routing statistics, trace; MTP-on traces -> `dsspec eval` routes vs 
 import argparse
 import gzip
 import json
+import lzma
 import math
 import os
 import random
@@ -90,6 +91,10 @@ def parse_args():
     ap.add_argument("--gate-steps", type=int, default=20)
     ap.add_argument("--gate-tokens", type=int, default=1024, help="tokens of 2 contexts for the gate")
     ap.add_argument("--n-shards", type=int, default=5)
+    ap.add_argument("--guess-ranks", type=int, nargs=2, default=[16, 8],
+                    help="lookahead guesses recorded per row for layer l+1 and l+2")
+    ap.add_argument("--mtp-guess-genres", nargs="*", default=["reasoning", "code"],
+                    help="genres whose MTP-on trace also gets the lookahead's guesses")
     ap.add_argument("--dsspec", default="", help="dsspec binary: check its routes against the traces")
     ap.add_argument("--dsspec-libdir", default="", help="LD_LIBRARY_PATH for the dsspec binary only")
     ap.add_argument("--dsspec-threads", type=int, default=16)
@@ -108,7 +113,8 @@ log = te.log
 
 def load_carried(path):
     docs = []
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
+    opener = lzma.open if path.endswith(".xz") else gzip.open
+    with opener(path, "rt", encoding="utf-8") as fh:
         for line in fh:
             docs.append(json.loads(line))
     return docs
@@ -246,17 +252,105 @@ def routes_with_extra_rows(model, ids, extra_tok, extra_pos):
     allowed[T:, :T] = torch.arange(T, device=dev)[None, :] < pos[T:, None]
     allowed[torch.arange(T, T + N), torch.arange(T, T + N)] = True
     x = model.embed_tokens(allids)
-    out = {}
+    out, resid = {}, {}
     for i, layer in enumerate(model.layers):
         h = x + masked_attention(layer.self_attn, layer.input_layernorm(x), cos, sin, allowed)
+        resid[i] = h[0]
         x = h + layer.mlp(layer.post_attention_layernorm(h))
         if isinstance(layer.mlp, MoE):
             out[i] = layer.mlp.last_ids.clone()
+    return out, resid
+
+
+def router_rank(gate, logits, n):
+    """core/router.c router_rank over rows: the noaux_tc choice (sigmoid score + correction bias)
+    picks the top groups by the sum of their two best choices, then experts of the kept groups by
+    choice descending, then the others the same way (lower id first on a tie, as argmax_untaken).
+    logits [R, E] -> (ids [R, n] long, sigmoid scores [R, n])."""
+    score = torch.sigmoid(logits)
+    choice = score + gate.e_score_correction_bias.to(logits.dtype)
+    R, E = choice.shape
+    grouped = choice.view(R, gate.n_group, E // gate.n_group)
+    group_score = grouped.topk(2, dim=-1).values.sum(-1)
+    # stable descending sort: the lower group index first on a tie, as argmax_untaken
+    keep = group_score.sort(dim=-1, descending=True, stable=True).indices[:, : gate.topk_group]
+    kept = torch.zeros_like(group_score, dtype=torch.bool).scatter_(1, keep, True)
+    kept_e = kept.unsqueeze(-1).expand_as(grouped).reshape(R, E)
+    # every choice is < 1 + max bias, so kept experts rank before all others
+    key = choice + kept_e.to(choice.dtype) * (4.0 + choice.abs().max())
+    ids = key.sort(dim=-1, descending=True, stable=True).indices[:, :n]
+    return ids, score.gather(1, ids)
+
+
+def lookahead_from_residuals(model, resid, ranks):
+    """dsspec's prefetch_ahead (core/model.c): at layer l, layer l's residual after its attention
+    (the input of its post_attention_layernorm), normalized with layer l+d's
+    post_attention_layernorm, through layer l+d's router, ranked by router_rank.
+    resid: {layer: [R, H]}; ranks: guesses kept per depth (depth d = ranks[d-1]).
+    -> {depth: (ids uint8 [R, L, n], scores uint8 [R, L, n])}, 255/0 where l+d is not a MoE layer."""
+    L = len(model.layers)
+    R = next(iter(resid.values())).shape[0]
+    out = {}
+    for d, n in enumerate(ranks, start=1):
+        ids = np.full((R, L, n), 255, dtype=np.uint8)
+        sc = np.zeros((R, L, n), dtype=np.uint8)
+        for li in range(L):
+            t = li + d
+            if t >= L or not isinstance(model.layers[t].mlp, MoE):
+                continue
+            gate = model.layers[t].mlp.gate
+            xn = model.layers[t].post_attention_layernorm(resid[li])
+            logits = F.linear(xn.to(torch.float64), gate.weight.to(torch.float64))
+            g, s = router_rank(gate, logits, n)
+            ids[:, li] = g.cpu().numpy().astype(np.uint8)
+            sc[:, li] = (s * 255).round().clamp(0, 255).cpu().numpy().astype(np.uint8)
+        out[d] = (ids, sc)
     return out
 
 
 @torch.no_grad()
-def mtp_on_trace(model, ids, prompt):
+def lookahead_guesses(model, ids, ranks):
+    """The lookahead's ranked guesses for every row of one causal pass over ids, and the pass's
+    routes (to check that they are the trace's)."""
+    dev = model.embed_tokens.weight.device
+    t = torch.tensor([ids], device=dev)
+    cos, sin = model.rope_tables(t.shape[1], dev)
+    x = model.embed_tokens(t)
+    resid, routes = {}, {}
+    for i, layer in enumerate(model.layers):
+        h = x + layer.self_attn(layer.input_layernorm(x), cos, sin)
+        resid[i] = h[0]
+        x = h + layer.mlp(layer.post_attention_layernorm(h))
+        if isinstance(layer.mlp, MoE):
+            routes[i] = layer.mlp.last_ids.clone()
+    return lookahead_from_residuals(model, resid, ranks), routes
+
+
+def save_guesses(path, guesses, rows=None):
+    arrays = {}
+    for d, (g, s) in guesses.items():
+        arrays["ids_d%d" % d] = g if rows is None else g[rows]
+        arrays["scores_d%d" % d] = s if rows is None else s[rows]
+    np.savez_compressed(path, **arrays)
+
+
+def guess_recall(guesses, trace, k):
+    """Per depth and layer: share of layer l+d's real top-k among the first k guesses made at l."""
+    out = {}
+    for d, (g, _) in guesses.items():
+        per = {}
+        for li in range(g.shape[1]):
+            t = li + d
+            if g[0, li, 0] == 255:
+                continue
+            hit = sum(len(set(g[r, li, :k].tolist()) & set(trace[r][str(t)])) for r in range(len(trace)))
+            per[str(t)] = hit / (len(trace) * k)
+        out["depth%d" % d] = per
+    return out
+
+
+@torch.no_grad()
+def mtp_on_trace(model, ids, prompt, ranks=()):
     """dsspec's MTP-on decode loop (speculate/generate.c) replayed over a held-out context, the
     emitted tokens being the context's own (as if the sampler had produced exactly this text):
       - prefill: rows 0..prompt-1, one trace line each;
@@ -266,7 +360,7 @@ def mtp_on_trace(model, ids, prompt):
       - the MTP layer runs on the accepted rows after each pass (its routes are separate lines
         {"<mtp layer>": [...]} in the "with_mtp_layer" variant; dsspec's --trace-out has only the
         main rows).
-    -> (main rows, rows with MTP-layer lines, stats)."""
+    -> (main rows, rows with MTP-layer lines, stats, lookahead guesses of the main rows or None)."""
     dev = model.embed_tokens.weight.device
     T = len(ids)
     t = torch.tensor([ids], device=dev)
@@ -295,7 +389,7 @@ def mtp_on_trace(model, ids, prompt):
             plan.append(("mtp", L))
             L += 1
     subs = [x for x in plan if x[0] == "sub"]
-    routes = routes_with_extra_rows(model, ids, [s[2] for s in subs], [s[1] for s in subs])
+    routes, resid = routes_with_extra_rows(model, ids, [s[2] for s in subs], [s[1] for s in subs])
     # the context rows of the masked pass must route as the plain causal pass does
     plain = evaluate.routed_forward(model, t)
     agree = sum((routes[li][:T].sort(-1).values == plain[li][1].sort(-1).values).all(-1).sum().item()
@@ -304,20 +398,25 @@ def mtp_on_trace(model, ids, prompt):
     for j, s in enumerate(subs):
         sub_index[(s[1], s[2])] = T + j
     cpu = {li: r.cpu().tolist() for li, r in routes.items()}
-    main_rows, ext_rows = [], []
+    main_rows, ext_rows, row_of = [], [], []
     for x in plan:
         if x[0] == "mtp":
             ext_rows.append({str(mtp_layer): sorted(mtp_routes[x[1]])})
             continue
         r = x[1] if x[0] == "main" else sub_index[(x[1], x[2])]
         row = {str(li): sorted(cpu[li][r]) for li in sorted(cpu)}
+        row_of.append(r)
         main_rows.append(row)
         ext_rows.append(row)
+    guesses = None
+    if ranks:
+        full = lookahead_from_residuals(model, resid, ranks)
+        guesses = {d: (g[row_of], s[row_of]) for d, (g, s) in full.items()}
     stats = {"context_tokens": T, "prompt_rows": prompt, "verify_passes": drafts_n, "accepted": accepted,
              "acceptance": accepted / max(1, drafts_n), "main_rows": len(main_rows),
              "rejected_draft_rows": len(subs), "mtp_layer_rows": len(ext_rows) - len(main_rows),
              "masked_pass_matches_causal_pass": agree / (T * len(plain))}
-    return main_rows, ext_rows, stats
+    return main_rows, ext_rows, stats, guesses
 
 
 # ---------------------------------------------------------------------------------------------
@@ -435,7 +534,8 @@ def main():
     log("exported %s (%.2f MiB)" % (args.out_dir, report["export"]["dir_bytes"] / 2**20))
     fp8 = te.reload_dequantized(args.out_dir, device)
     del model
-    routing, traces, mtp = {}, {}, {}
+    routing, traces, mtp, routing_lookahead = {}, {}, {}, {}
+    ranks = tuple(args.guess_ranks)
     for g in GENRES:
         seg = [contexts[g]["ids"]]
         ppl[g]["fp8_export_float64"] = evaluate.perplexity(fp8, seg, device, torch.float64)
@@ -444,14 +544,26 @@ def main():
         routing[g] = st
         traces[g] = ascending_rows(trace)
         write_jsonl_gz(os.path.join(args.report_dir, "trace_%s.jsonl.gz" % g), traces[g])
-        main_rows, ext_rows, mstats = mtp_on_trace(fp8, contexts[g]["ids"], args.prompt_tokens)
+        guesses, groutes = lookahead_guesses(fp8, contexts[g]["ids"], ranks)
+        same = sum(sorted(groutes[li][r].tolist()) == traces[g][r][str(li)]
+                   for li in groutes for r in range(len(traces[g])))
+        routing_lookahead[g] = {"routes_equal_trace": same / (len(groutes) * len(traces[g])),
+                                "topk_recall": guess_recall(guesses, traces[g], cfg["num_experts_per_tok"])}
+        save_guesses(os.path.join(args.report_dir, "guesses_%s.npz" % g), guesses)
+        main_rows, ext_rows, mstats, mguess = mtp_on_trace(fp8, contexts[g]["ids"], args.prompt_tokens,
+                                                           ranks if g in args.mtp_guess_genres else ())
+        if mguess is not None:
+            save_guesses(os.path.join(args.report_dir, "guesses_%s_mtp_on.npz" % g), mguess)
         mtp[g]["mtp_on_trace"] = mstats
         write_jsonl_gz(os.path.join(args.report_dir, "trace_%s_mtp_on.jsonl.gz" % g), main_rows)
         write_jsonl_gz(os.path.join(args.report_dir, "trace_%s_mtp_on_with_mtp_layer.jsonl.gz" % g), ext_rows)
         log("%s: ppl %.3f (fp8 %.3f), mtp %s, recall %s" % (
             g, ppl[g]["fp32"]["ppl"], ppl[g]["fp8_export_float64"]["ppl"], json.dumps(mstats),
             [round(s["next_layer_router_recall"], 3) for s in st.values()]))
-        report.update(perplexity=ppl, routing=routing, mtp=mtp)
+        log("%s lookahead: routes equal %.4f, top-k recall depth 1 %.3f, depth 2 %.3f" % (
+            g, routing_lookahead[g]["routes_equal_trace"],
+            *[np.mean(list(routing_lookahead[g]["topk_recall"]["depth%d" % d].values())) for d in (1, 2)]))
+        report.update(perplexity=ppl, routing=routing, mtp=mtp, lookahead=routing_lookahead)
         save()
     if args.dsspec:
         report["dsspec_check"] = dsspec_check(args, contexts, traces, tmp)
