@@ -115,6 +115,24 @@ int cache_counters_snapshot(const cache_counters *s, expert_cache_stats *out)
     return 0;
 }
 
+void expert_cache_stats_since(expert_cache_stats *now, const expert_cache_stats *before)
+{
+#define SINCE(f) now->f -= before->f
+    SINCE(hits); SINCE(misses); SINCE(bytes_read); SINCE(reads_completed); SINCE(read_errors); SINCE(evictions);
+    SINCE(prefetch_issued); SINCE(prefetch_used); SINCE(prefetch_wasted); SINCE(prefetch_guessed_missed);
+    SINCE(prefetch_ahead_ns); SINCE(stall_ns);
+    for (int b = 0; b < CACHE_LATENCY_BUCKETS; b++) SINCE(latency_hist[b]);
+    for (int l = 0; l < now->n_layers && l < before->n_layers; l++) {
+        SINCE(layer[l].hits); SINCE(layer[l].misses); SINCE(layer[l].bytes_read);
+        SINCE(layer[l].prefetch_issued); SINCE(layer[l].prefetch_used); SINCE(layer[l].prefetch_wasted);
+        SINCE(layer[l].prefetch_ahead_ns); SINCE(layer[l].prefetch_guessed_missed);
+    }
+#undef SINCE
+    now->latency_p50_ns = cache_latency_percentile(now->latency_hist, 0.50);
+    now->latency_p90_ns = cache_latency_percentile(now->latency_hist, 0.90);
+    now->latency_p99_ns = cache_latency_percentile(now->latency_hist, 0.99);
+}
+
 void expert_cache_stats_release(expert_cache_stats *s)
 {
     if (!s) return;

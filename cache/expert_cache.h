@@ -200,6 +200,10 @@ typedef struct {
 /* A snapshot; free it with expert_cache_stats_release. 0, or -1 out of memory. */
 int expert_cache_stats_get(const expert_cache *c, expert_cache_stats *out);
 void expert_cache_stats_release(expert_cache_stats *s);
+/* now -= before: the counts, latency histogram and percentiles of what happened between two
+ * snapshots of one cache (a benchmark's warm-up left out); max_inflight and mean_inflight stay
+ * whole-run figures. */
+void expert_cache_stats_since(expert_cache_stats *now, const expert_cache_stats *before);
 /* Percentile (0..1) from a log2 histogram: the upper edge of the bucket that holds it; 0 if empty. */
 uint64_t cache_latency_percentile(const uint64_t hist[CACHE_LATENCY_BUCKETS], double q);
 /* For --telemetry lines and --report: caller owns the result (cJSON_Delete). */

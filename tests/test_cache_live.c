@@ -549,6 +549,29 @@ static void test_small_functions(void)
     disk_free(&d);
 }
 
+/* A warm-up left out: two hand-made snapshots, the second 7 hits, 3 misses (300 bytes), 3 reads in
+ * [4096, 8192) ns and layer 1's 2 misses later; every percentile then falls in bucket 12 -> 8192. */
+static void test_stats_since(void)
+{
+    cache_layer_stats lb[2] = {{.hits = 3, .misses = 1}, {.misses = 4, .bytes_read = 400}};
+    cache_layer_stats ln[2] = {{.hits = 10, .misses = 2}, {.misses = 6, .bytes_read = 600, .prefetch_used = 2}};
+    expert_cache_stats before = {.n_layers = 2, .hits = 3, .misses = 5, .bytes_read = 500, .stall_ns = 40, .layer = lb};
+    expert_cache_stats now = {.n_layers = 2, .hits = 10, .misses = 8, .bytes_read = 800, .stall_ns = 100,
+                              .prefetch_used = 2, .layer = ln};
+    before.latency_hist[10] = 5;
+    now.latency_hist[10] = 5;
+    now.latency_hist[12] = 3;
+    expert_cache_stats_since(&now, &before);
+    CHECK(now.hits == 7 && now.misses == 3 && now.bytes_read == 300 && now.stall_ns == 60 && now.prefetch_used == 2,
+          "since: hits %llu misses %llu bytes %llu stall %llu", (unsigned long long)now.hits, (unsigned long long)now.misses,
+          (unsigned long long)now.bytes_read, (unsigned long long)now.stall_ns);
+    CHECK(now.latency_hist[10] == 0 && now.latency_hist[12] == 3 && now.latency_p50_ns == 8192 && now.latency_p99_ns == 8192,
+          "since: latency p50 %llu", (unsigned long long)now.latency_p50_ns);
+    CHECK(ln[0].hits == 7 && ln[0].misses == 1 && ln[1].misses == 2 && ln[1].bytes_read == 200 && ln[1].prefetch_used == 2,
+          "since: layers %llu %llu %llu", (unsigned long long)ln[0].hits, (unsigned long long)ln[1].misses,
+          (unsigned long long)ln[1].bytes_read);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) { fprintf(stderr, "usage: test_cache_live WORKDIR\n"); return 2; }
@@ -567,5 +590,6 @@ int main(int argc, char **argv)
     test_wrong_guess_freed();
     test_guess_waits_for_room();
     test_small_functions();
+    test_stats_since();
     return check_report("test_cache_live");
 }
