@@ -26,7 +26,7 @@
 
 typedef struct {
     const char *slice, *trace, *policy, *report, *lookahead, *iolog;
-    int tokens, slots, depth, threads, qd, guesses[2];
+    int tokens, warmup, slots, depth, threads, qd, guesses[2];
     double recall;
     unsigned long long seed;
 } options;
@@ -143,6 +143,7 @@ typedef struct {
     const options *o;
     int H, I;
     unsigned long long seed;
+    uint64_t resident_ns, expert_ns; /* compute time, to show how much of a run the reads hide */
     char err[512];
 } replay;
 
@@ -176,7 +177,9 @@ static int replay_layer(replay *r, int tok, int L)
     int real[64], vl = r->first + L, k = r->k;
     route(r, tok, L, real);
     if (L == 0) lookahead(r, tok, -1); /* while the dense layer in front computes */
+    uint64_t t = now_ns();
     run_attention(r->w, r->res[L % r->phys]);
+    r->resident_ns += now_ns() - t;
     expert_cache_want(r->cache, vl, real, k);
     lookahead(r, tok, L);
     for (int remaining = k; remaining > 0; remaining--) {
@@ -187,12 +190,16 @@ static int replay_layer(replay *r, int tok, int L)
             return -1;
         }
         int e = real[which];
+        t = now_ns();
         run_expert(r->w, &ew, r->H, r->I);
+        r->expert_ns += now_ns() - t;
         expert_cache_release(r->cache, vl, e);
         real[which] = real[remaining - 1];
         real[remaining - 1] = e;
     }
+    t = now_ns();
     run_shared(r->w, r->res[L % r->phys]);
+    r->resident_ns += now_ns() - t;
     return 0;
 }
 
@@ -209,6 +216,7 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(a, "--policy")) o->policy = v;
         else if (!strcmp(a, "--report")) o->report = v;
         else if (!strcmp(a, "--tokens")) o->tokens = atoi(v);
+        else if (!strcmp(a, "--warmup")) o->warmup = atoi(v);
         else if (!strcmp(a, "--slots")) o->slots = atoi(v);
         else if (!strcmp(a, "--prefetch-depth")) o->depth = atoi(v);
         else if (!strcmp(a, "--recall")) o->recall = atof(v);
@@ -224,16 +232,16 @@ static int parse_args(int argc, char **argv, options *o)
         else { fprintf(stderr, "r1_replay: unknown flag %s\n", a); return -1; }
         i++;
     }
-    if (!o->slice || !o->trace || o->tokens < 1 || o->slots < 8 || o->depth < 0 || o->depth > 2 || o->threads < 1 ||
+    if (!o->slice || !o->trace || o->tokens < 1 || o->warmup < 0 || o->slots < 8 || o->depth < 0 || o->depth > 2 || o->threads < 1 ||
         o->qd < 1 || o->recall < 0 || o->recall > 1) {
-        fprintf(stderr, "r1_replay: needs --slice DIR --trace FILE; --tokens >= 1, --slots >= 8, --prefetch-depth 0..2, --recall 0..1\n");
+        fprintf(stderr, "r1_replay: needs --slice DIR --trace FILE; --tokens >= 1, --warmup >= 0, --slots >= 8, --prefetch-depth 0..2, --recall 0..1\n");
         return -1;
     }
     return 0;
 }
 
 static const char USAGE[] =
-    "usage: r1_replay --slice DIR --trace FILE [--policy lfu|lru|arc] [--slots N] [--tokens N]\n"
+    "usage: r1_replay --slice DIR --trace FILE [--policy lfu|lru|arc] [--slots N] [--tokens N] [--warmup N]\n"
     "                 [--prefetch-depth 0|1|2] [--lookahead FILE [--guesses N[,M]] | --recall R]\n"
     "                 [--threads N] [--qd N] [--write-iolog FILE] [--report FILE]\n"
     "Replays a routing trace's tokens over an R1 slice (build/bench/make_r1_slice) through the real\n"
@@ -243,10 +251,11 @@ static const char USAGE[] =
     "2; default 8, the top-k), else each real expert is guessed with probability --recall (default 0.84).\n"
     "--write-iolog FILE: every read the reader issued, as a fio v2 iolog (fio --read_iolog).\n";
 
-static void report(const replay *r, double seconds, FILE *out, const char *path)
+static void report(const replay *r, const expert_cache_stats *warm, double seconds, FILE *out, const char *path)
 {
     expert_cache_stats st;
     if (expert_cache_stats_get(r->cache, &st) < 0) return;
+    expert_cache_stats_since(&st, warm);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "policy", r->o->policy);
     cJSON_AddNumberToObject(o, "prefetch_depth", r->o->depth);
@@ -258,11 +267,14 @@ static void report(const replay *r, double seconds, FILE *out, const char *path)
         cJSON_AddNumberToObject(o, "recall_simulated", r->o->recall);
     }
     cJSON_AddNumberToObject(o, "tokens", r->o->tokens);
+    cJSON_AddNumberToObject(o, "warmup_tokens", r->o->warmup);
     cJSON_AddNumberToObject(o, "seconds", seconds);
     cJSON_AddNumberToObject(o, "tokens_per_s", r->o->tokens / seconds);
     cJSON_AddNumberToObject(o, "gb_read_per_token", st.bytes_read / 1e9 / r->o->tokens);
     cJSON_AddNumberToObject(o, "hit_rate", st.hits + st.misses ? (double)st.hits / (double)(st.hits + st.misses) : 0);
     cJSON_AddNumberToObject(o, "stall_share", st.stall_ns / 1e9 / seconds);
+    cJSON_AddNumberToObject(o, "resident_compute_s", r->resident_ns / 1e9);
+    cJSON_AddNumberToObject(o, "expert_compute_s", r->expert_ns / 1e9);
     cJSON_AddItemToObject(o, "cache", expert_cache_stats_json(&st));
     char *s = cJSON_PrintUnformatted(o);
     if (s) fprintf(out, "%s\n", s);
@@ -314,6 +326,7 @@ static int run(const options *o, checkpoint *ck, const cache_trace *t, const cac
     expert_reader *reader = NULL;
     expert_cache *cache = NULL;
     work *w = NULL;
+    expert_cache_stats warm = {0};
     if (!res || make_virtual(ck, t->n_layers, &virt) < 0) { snprintf(err, errlen, "out of memory"); goto done; }
     for (int p = 0; p < phys; p++)
         if (load_resident(ck, first + p, res[p], err, errlen) < 0) goto done;
@@ -323,17 +336,27 @@ static int run(const options *o, checkpoint *ck, const cache_trace *t, const cac
     if (!(w = work_create(&ck->cfg, o->threads)) || !w->y) { snprintf(err, errlen, "out of memory"); goto done; }
     replay r = {.t = t, .g = g, .first = first, .k = k, .phys = phys, .cache = cache, .res = res, .w = w, .o = o,
                 .H = ck->cfg.hidden_size, .I = ck->cfg.moe_intermediate_size, .seed = o->seed * 0x9E3779B97F4A7C15ull | 1};
-    uint64_t t0 = now_ns();
-    for (int tok = 0; tok < o->tokens; tok++)
+    /* The warm-up tokens fill the cache and fault the slots' pages in (on this VM the first pass
+     * over freshly mapped memory runs several times slower); the report covers the tokens after. */
+    uint64_t t0 = 0;
+    for (int tok = 0; tok < o->warmup + o->tokens; tok++) {
+        if (tok == o->warmup) {
+            expert_cache_stats_release(&warm);
+            if (expert_cache_stats_get(cache, &warm) < 0) { snprintf(err, errlen, "out of memory"); goto done; }
+            r.resident_ns = r.expert_ns = 0;
+            t0 = now_ns();
+        }
         for (int L = 0; L < t->n_layers; L++)
             if (replay_layer(&r, tok % t->n_tokens, L) < 0) { snprintf(err, errlen, "%s", r.err); goto done; }
-    report(&r, (now_ns() - t0) / 1e9, stdout, o->report);
+    }
+    report(&r, &warm, (now_ns() - t0) / 1e9, stdout, o->report);
     rc = 0;
 done:
     if (iolog) {
         if (reader) expert_reader_log_reads(reader, NULL);
         if (fclose(iolog) != 0 && rc == 0) { snprintf(err, errlen, "%s: cannot write", o->iolog); rc = -1; }
     }
+    expert_cache_stats_release(&warm);
     work_free(w);
     expert_cache_free(cache);
     expert_reader_free(reader);

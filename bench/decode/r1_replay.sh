@@ -12,7 +12,7 @@
 # reads at queue depth 32, and sequential 64 MiB reads at queue depth 32 (the better of the two);
 # "run/adjacent" divides by that.
 #
-# usage: bench/decode/r1_replay.sh SLICE_DIR [TRACE] [TOKENS] [SLOTS] [BUILD_DIR] [REPEAT] [CONFIGS]
+# usage: bench/decode/r1_replay.sh SLICE_DIR [TRACE] [TOKENS] [SLOTS] [BUILD_DIR] [REPEAT] [CONFIGS] [WARMUP]
 #   SLICE_DIR  build/bench/make_r1_slice --out SLICE_DIR --layers 6 (3 dense + 3 MoE: 40.0 GB)
 #   TRACE      default bench/cache/traces/r1topo_code.jsonl.gz (20 MoE layers, 160 requests/token);
 #              its recorded lookahead (TRACE with _lookahead.bin.gz for .jsonl.gz) is replayed when
@@ -21,15 +21,19 @@
 #   REPEAT     runs per configuration, interleaved (default 3)
 #   CONFIGS    "policy:depth[:guesses[,guesses2][:qd]] ..." (default: lfu, lru, arc x depth 0, 1, 2;
 #              guesses default 8, the top-k; qd the reader's queue depth, default 8)
+#   WARMUP     trace tokens replayed before the timed ones (default 8): they fill the cache and
+#              fault its slots in (on this VM a first pass over fresh memory runs several times
+#              slower), so the figures are a long run's steady state
 # needs: fio; root for drop_caches (reads are O_DIRECT either way).
 set -euo pipefail
-slice=${1:?usage: r1_replay.sh SLICE_DIR [TRACE] [TOKENS] [SLOTS] [BUILD_DIR] [REPEAT] [CONFIGS]}
+slice=${1:?usage: r1_replay.sh SLICE_DIR [TRACE] [TOKENS] [SLOTS] [BUILD_DIR] [REPEAT] [CONFIGS] [WARMUP]}
 trace=${2:-bench/cache/traces/r1topo_code.jsonl.gz}
 tokens=${3:-8}
 slots=${4:-66}
 build=${5:-build}
 repeat=${6:-3}
 configs=${7:-"lfu:0 lfu:1 lfu:2 lru:0 lru:1 lru:2 arc:0 arc:1 arc:2"}
+warmup=${8:-8}
 lock=/tmp/dsspec-cpu.lock
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -60,7 +64,7 @@ run_one() { # policy depth guesses qd rep
   [ -n "$g" ] && extra=(--guesses "$g")
   [ -n "$qd" ] && extra+=(--qd "$qd")
   flock "$lock" sh -c "sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; exec \"\$@\"" _ \
-      "$build/bench/r1_replay" --slice "$slice" --trace "$trace" --tokens "$tokens" --slots "$slots" --policy "$p" \
+      "$build/bench/r1_replay" --slice "$slice" --trace "$trace" --tokens "$tokens" --warmup "$warmup" --slots "$slots" --policy "$p" \
       --prefetch-depth "$d" "${la_args[@]}" "${extra[@]}" --write-iolog "$out/iolog.run" --report "$out/$tag.json" > /dev/null
   [ -s "$out/iolog" ] || cp "$out/iolog.run" "$out/iolog"
   awk '!/ read / && !/ close$/' "$out/iolog.run" > "$out/iolog.head"
@@ -92,7 +96,7 @@ print("fio, GB/s (each run, before / after the replays): " + "; ".join(
 print("bound bandwidth = the best of them: %.2f GB/s; lookahead: %s" % (best, la))
 print("%-6s %5s %7s %3s | %-17s %6s %6s %6s %6s %7s %6s | %6s %7s %-17s | %-17s" % (
     "policy", "depth", "guesses", "qd", "tok/s median [range]", "GB/tok", "hit %", "stall%", "reader", "recall", "waste",
-    "run s", "bound s", "run/bound [range]", "run/adjacent [range]"))
+    "run s", "bound s", "run/bound [range]", "run/adjacent [range]") + " | compute s")
 for c in configs:
     p, d, *rest = c.split(":")
     g, q = (rest + ["", ""])[:2]
@@ -112,7 +116,8 @@ for c in configs:
         med([r["cache"]["bytes_read"] / 1e9 / r["seconds"] for r in runs]),
         100 * med([x["recall"] for x in pf]), med([x["wasted_per_useful"] for x in pf]),
         med([r["seconds"] for r in runs]), med([r["cache"]["bytes_read"] / 1e9 / best for r in runs]),
-        med(ratio), min(ratio), max(ratio)) + " | %5.2f [%.2f-%.2f]" % (med(adj), min(adj), max(adj)))
+        med(ratio), min(ratio), max(ratio)) + " | %5.2f [%.2f-%.2f]" % (med(adj), min(adj), max(adj))
+          + " | %5.1f" % med([r["resident_compute_s"] + r["expert_compute_s"] for r in runs]))
 print("(%d runs per row, interleaved; reader = the replay's own GB/s; hit %% counts a request served by a prefetched slot;"
-      " run/adjacent: each run against the disk measured right after it)" % repeat)
+      " run/adjacent: each run against the disk measured right after it; compute s: the GEMVs' own time)" % repeat)
 PY
