@@ -637,8 +637,13 @@ static void (*const few_items[2][4])(const attention_item *) = {
  * WIDE_NT positions, a block's rows once per block and pass; the 4 x 4 tiles of the loop above
  * re-read the group's queries for every 4 positions and the block's rows for every 4 heads, which
  * on a core with full-width FMAs (Zen 5) held it to ~70% of the FMA roof. */
+#ifndef WIDE_NT
 #define WIDE_NT 12
+#endif
+#ifndef WIDE_NC
 #define WIDE_NC 12
+#endif
+#define WIDE_MAX 14 /* 2 x 14 accumulators, a query pair and a broadcast: 31 of 32 registers */
 
 /* r[i] = column i of the 16 x 16 block whose rows were r[0..16). */
 INLINE void transpose16(__m512 r[16])
@@ -674,15 +679,15 @@ INLINE void transpose16(__m512 r[16])
     }
 }
 
-/* dst[j * ds + i] = src[i * ss + j] for i < rows, j < cols (both <= 16); dst's lanes i >= rows of
- * those cols rows get zeros. */
-static void transpose_block(const float *src, size_t ss, int rows, int cols, float *dst, size_t ds)
+/* dst[j * ds + i] = src[i * ss + j] for i < rows, j < cols (both <= 16); pad: also lanes i >= rows
+ * of those cols rows, as zeros. */
+static void transpose_block(const float *src, size_t ss, int rows, int cols, float *dst, size_t ds, int pad)
 {
     __m512 r[16];
-    __mmask16 k = lanes(cols);
+    __mmask16 k = lanes(cols), out = pad ? (__mmask16)0xFFFF : lanes(rows);
     for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_maskz_loadu_ps(k, src + i * ss) : _mm512_setzero_ps();
     transpose16(r);
-    for (int j = 0; j < cols; j++) _mm512_storeu_ps(dst + j * ds, r[j]);
+    for (int j = 0; j < cols; j++) _mm512_mask_storeu_ps(dst + j * ds, out, r[j]);
 }
 
 /* qt[k][h] = q[h][k] (k < n, h < nh; zeros for h >= nh up to 32). */
@@ -691,28 +696,37 @@ static void wide_queries(const float *q, int nh, int n, float *qt)
     for (int h0 = 0; h0 < 32; h0 += 16)
         for (int k0 = 0; k0 < n; k0 += 16)
             transpose_block(q + (size_t)h0 * n + k0, (size_t)n, nh - h0 < 16 ? (nh - h0 > 0 ? nh - h0 : 0) : 16,
-                            n - k0 < 16 ? n - k0 : 16, qt + (size_t)k0 * 32 + h0, 32);
+                            n - k0 < 16 ? n - k0 : 16, qt + (size_t)k0 * 32 + h0, 32, 1);
 }
 
 /* acc[h][c] = at[c][h] for h < nh, c < R. */
 static void wide_latents_out(const float *at, int nh, int R, float *acc)
 {
-    float tmp[16 * 16];
     for (int h0 = 0; h0 < nh; h0 += 16)
-        for (int c0 = 0; c0 < R; c0 += 16) {
-            int hh = nh - h0 < 16 ? nh - h0 : 16, cc = R - c0 < 16 ? R - c0 : 16;
-            transpose_block(at + (size_t)c0 * 32 + h0, 32, cc, hh, tmp, 16);
-            for (int h = 0; h < hh; h++) memcpy(acc + (size_t)(h0 + h) * R + c0, tmp + h * 16, (size_t)cc * sizeof(float));
-        }
+        for (int c0 = 0; c0 < R; c0 += 16)
+            transpose_block(at + (size_t)c0 * 32 + h0, 32, R - c0 < 16 ? R - c0 : 16, nh - h0 < 16 ? nh - h0 : 16,
+                            acc + (size_t)h0 * R + c0, (size_t)R, 0);
 }
 
-/* a[t][v] += qt[k][16 v ..] * x[t][k] over k < len (x rows xs apart). */
-INLINE void wide_dot(int NT, const float *qt, const float *x, int xs, int len, __m512 a[WIDE_NT][2])
+/* Byte ranges of the next block's latents and rope keys to prefetch. */
+typedef struct {
+    const char *lat, *lat_end, *kr, *kr_end;
+} wide_pf;
+
+/* a[t][v] += qt[k][16 v ..] * x[t][k] over k < len (x rows xs apart); the lines [pf, pf_end) of the
+ * next block prefetched into L2, one per step: spread out, because a burst of a tile's lines (~400)
+ * waits on the miss buffers, which cost ~20% where the rows come from DRAM. */
+INLINE void wide_dot(int NT, const float *qt, const float *x, int xs, int len, const char *pf, const char *pf_end,
+                     __m512 a[WIDE_MAX][2])
 {
 #pragma GCC unroll 2
     for (int k = 0; k < len; k++) {
+        if (pf < pf_end) {
+            __builtin_prefetch(pf, 0, 1);
+            pf += 64;
+        }
         __m512 q0 = _mm512_loadu_ps(qt + (size_t)k * 32), q1 = _mm512_loadu_ps(qt + (size_t)k * 32 + 16);
-#pragma GCC unroll 12
+#pragma GCC unroll 14
         for (int t = 0; t < NT; t++) {
             __m512 b = _mm512_set1_ps(x[(size_t)t * xs + k]);
             a[t][0] = _mm512_fmadd_ps(q0, b, a[t][0]);
@@ -721,17 +735,17 @@ INLINE void wide_dot(int NT, const float *qt, const float *x, int xs, int len, _
     }
 }
 
-/* s[t][0..32) = scale * (qt . row t) for NT positions. */
+/* s[t][0..32) = scale * (qt . row t) for NT positions; pf: this tile's share of the next block. */
 INLINE void wide_score_tile(int NT, const float *qt, const float *lat, const float *kr, int R, int rope, float scale,
-                            float *s)
+                            float *s, const wide_pf *pf)
 {
-    __m512 a[WIDE_NT][2];
-#pragma GCC unroll 12
+    __m512 a[WIDE_MAX][2];
+#pragma GCC unroll 14
     for (int t = 0; t < NT; t++) a[t][0] = a[t][1] = _mm512_setzero_ps();
-    wide_dot(NT, qt, lat, R, R, a);
-    wide_dot(NT, qt + (size_t)R * 32, kr, rope, rope, a);
+    wide_dot(NT, qt, lat, R, R, pf->lat, pf->lat_end, a);
+    wide_dot(NT, qt + (size_t)R * 32, kr, rope, rope, pf->kr, pf->kr_end, a);
     __m512 sc = _mm512_set1_ps(scale);
-#pragma GCC unroll 12
+#pragma GCC unroll 14
     for (int t = 0; t < NT; t++) {
         _mm512_storeu_ps(s + t * 32, _mm512_mul_ps(a[t][0], sc));
         _mm512_storeu_ps(s + t * 32 + 16, _mm512_mul_ps(a[t][1], sc));
@@ -742,9 +756,9 @@ INLINE void wide_score_tile(int NT, const float *qt, const float *lat, const flo
 INLINE void wide_weighted_tile(int NC, float *at, const __m512 alpha[2], const float *s, const float *lat, int R, int nt,
                                int c0)
 {
-    __m512 a[WIDE_NC][2];
+    __m512 a[WIDE_MAX][2];
     float *p = at + (size_t)c0 * 32;
-#pragma GCC unroll 12
+#pragma GCC unroll 14
     for (int c = 0; c < NC; c++) {
         a[c][0] = _mm512_mul_ps(_mm512_loadu_ps(p + c * 32), alpha[0]);
         a[c][1] = _mm512_mul_ps(_mm512_loadu_ps(p + c * 32 + 16), alpha[1]);
@@ -753,27 +767,28 @@ INLINE void wide_weighted_tile(int NC, float *at, const __m512 alpha[2], const f
 #pragma GCC unroll 2
     for (int t = 0; t < nt; t++, x += R) {
         __m512 w0 = _mm512_loadu_ps(s + t * 32), w1 = _mm512_loadu_ps(s + t * 32 + 16);
-#pragma GCC unroll 12
+#pragma GCC unroll 14
         for (int c = 0; c < NC; c++) {
             __m512 b = _mm512_set1_ps(x[c]);
             a[c][0] = _mm512_fmadd_ps(w0, b, a[c][0]);
             a[c][1] = _mm512_fmadd_ps(w1, b, a[c][1]);
         }
     }
-#pragma GCC unroll 12
+#pragma GCC unroll 14
     for (int c = 0; c < NC; c++) {
         _mm512_storeu_ps(p + c * 32, a[c][0]);
         _mm512_storeu_ps(p + c * 32 + 16, a[c][1]);
     }
 }
 
-typedef void (*wide_score_fn)(const float *qt, const float *lat, const float *kr, int R, int rope, float scale, float *s);
+typedef void (*wide_score_fn)(const float *qt, const float *lat, const float *kr, int R, int rope, float scale, float *s,
+                              const wide_pf *pf);
 typedef void (*wide_weighted_fn)(float *at, const __m512 alpha[2], const float *s, const float *lat, int R, int nt, int c0);
 #define WIDE_VARIANT(n)                                                                                           \
     static void wide_score_##n(const float *qt, const float *lat, const float *kr, int R, int rope, float scale,   \
-                               float *s)                                                                          \
+                               float *s, const wide_pf *pf)                                                       \
     {                                                                                                             \
-        wide_score_tile(n, qt, lat, kr, R, rope, scale, s);                                                       \
+        wide_score_tile(n, qt, lat, kr, R, rope, scale, s, pf);                                                   \
     }                                                                                                             \
     static void wide_weighted_##n(float *at, const __m512 alpha[2], const float *s, const float *lat, int R, int nt, \
                                   int c0)                                                                         \
@@ -781,16 +796,15 @@ typedef void (*wide_weighted_fn)(float *at, const __m512 alpha[2], const float *
         wide_weighted_tile(n, at, alpha, s, lat, R, nt, c0);                                                      \
     }
 WIDE_VARIANT(1) WIDE_VARIANT(2) WIDE_VARIANT(3) WIDE_VARIANT(4) WIDE_VARIANT(5) WIDE_VARIANT(6) WIDE_VARIANT(7)
-WIDE_VARIANT(8) WIDE_VARIANT(9) WIDE_VARIANT(10) WIDE_VARIANT(11) WIDE_VARIANT(12)
+WIDE_VARIANT(8) WIDE_VARIANT(9) WIDE_VARIANT(10) WIDE_VARIANT(11) WIDE_VARIANT(12) WIDE_VARIANT(13) WIDE_VARIANT(14)
 /* [positions or columns - 1] */
-static const wide_score_fn wide_scores[12] = {wide_score_1, wide_score_2, wide_score_3, wide_score_4,
-                                              wide_score_5, wide_score_6, wide_score_7, wide_score_8,
-                                              wide_score_9, wide_score_10, wide_score_11, wide_score_12};
-static const wide_weighted_fn wide_weighteds[12] = {wide_weighted_1, wide_weighted_2, wide_weighted_3,
-                                                    wide_weighted_4, wide_weighted_5, wide_weighted_6,
-                                                    wide_weighted_7, wide_weighted_8, wide_weighted_9,
-                                                    wide_weighted_10, wide_weighted_11, wide_weighted_12};
-_Static_assert(WIDE_NT <= 12 && WIDE_NC <= 12, "the tables hold tiles of up to 12");
+static const wide_score_fn wide_scores[14] = {wide_score_1,  wide_score_2,  wide_score_3,  wide_score_4,  wide_score_5,
+                                              wide_score_6,  wide_score_7,  wide_score_8,  wide_score_9,  wide_score_10,
+                                              wide_score_11, wide_score_12, wide_score_13, wide_score_14};
+static const wide_weighted_fn wide_weighteds[14] = {
+    wide_weighted_1, wide_weighted_2,  wide_weighted_3,  wide_weighted_4,  wide_weighted_5,  wide_weighted_6,  wide_weighted_7,
+    wide_weighted_8, wide_weighted_9, wide_weighted_10, wide_weighted_11, wide_weighted_12, wide_weighted_13, wide_weighted_14};
+_Static_assert(WIDE_NT <= 14 && WIDE_NC <= 14, "the tables hold tiles of up to 14 (2 x 14 accumulators of 32 registers)");
 
 /* The block's softmax, vertical (lane h: head h): m to the block's maximum, alpha = exp(m_old - m),
  * s = exp(s - m), l = l alpha + sum_t s. */
@@ -823,9 +837,13 @@ static void wide_block(const attention_item *it, const float *qt, float *at, int
     block_rows(kv, t, nt, it->conv, &lat, &kr);
     attention_ahead ahead = attention_block_after(kv, t, it->n, ATTN_BLOCK);
     for (int u = 0; u < nt; u += WIDE_NT) {
-        int n = nt - u < WIDE_NT ? nt - u : WIDE_NT;
-        attention_prefetch(&ahead, u, u + n);
-        wide_scores[n - 1](qt, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale, s + u * 32);
+        int n = nt - u < WIDE_NT ? nt - u : WIDE_NT, pa = u < ahead.rows ? u : ahead.rows;
+        int pb = u + n < ahead.rows ? u + n : ahead.rows;
+        wide_pf pf = {NULL, NULL, NULL, NULL};
+        if (pa < pb)
+            pf = (wide_pf){ahead.lat + pa * ahead.lat_row, ahead.lat + pb * ahead.lat_row, ahead.kr + pa * ahead.kr_row,
+                           ahead.kr + pb * ahead.kr_row};
+        wide_scores[n - 1](qt, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale, s + u * 32, &pf);
     }
     __m512 alpha[2];
     wide_softmax(s, nt, m, l, alpha);
