@@ -1,8 +1,9 @@
-/* AVX-512 attention path: 16 floats per vector. Scores in tiles of 4 heads x 4 positions (16
- * accumulators, 8 loads per 16 FMAs, one transpose-add tree per tile); weighted latents in tiles of
- * 4 heads x 64 columns (16 accumulators, 4 loads and 4 broadcasts per 16 FMAs). Groups of more
- * than four heads (R1's 32) run attention_driver.h's item loop; items of four heads or fewer (the
- * embedded model) their own, at the end of the file. */
+/* AVX-512 attention path: 16 floats per vector. Items of 17 to 32 heads (R1's groups of 32) run
+ * their own loop with vectors over the heads (near the end of the file); items of four heads or
+ * fewer (the embedded model) theirs; the rest attention_driver.h's item loop: scores in tiles of 4
+ * heads x 4 positions (16 accumulators, 8 loads per 16 FMAs, one transpose-add tree per tile),
+ * weighted latents in tiles of 4 heads x 64 columns (16 accumulators, 4 loads and 4 broadcasts per
+ * 16 FMAs). */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -636,14 +637,11 @@ static void (*const few_items[2][4])(const attention_item *) = {
  * keep 2 WIDE_NT or 2 WIDE_NC accumulators. The queries ([R + rope][32]) are re-read once per
  * WIDE_NT positions, a block's rows once per block and pass; the 4 x 4 tiles of the loop above
  * re-read the group's queries for every 4 positions and the block's rows for every 4 heads, which
- * on a core with full-width FMAs (Zen 5) held it to ~70% of the FMA roof. */
-#ifndef WIDE_NT
+ * on a core with full-width FMAs (Zen 5) held it to ~70% of the FMA roof. Tiles of 8 and 14
+ * measured the same as 12 (bench_attention, interleaved runs); nothing here depends on the FMA
+ * width, and a core with half-width FMAs (Zen 4) does the same FMAs with fewer loads per FMA. */
 #define WIDE_NT 12
-#endif
-#ifndef WIDE_NC
 #define WIDE_NC 12
-#endif
-#define WIDE_MAX 14 /* 2 x 14 accumulators, a query pair and a broadcast: 31 of 32 registers */
 
 /* r[i] = column i of the 16 x 16 block whose rows were r[0..16). */
 INLINE void transpose16(__m512 r[16])
@@ -717,7 +715,7 @@ typedef struct {
  * next block prefetched into L2, one per step: spread out, because a burst of a tile's lines (~400)
  * waits on the miss buffers, which cost ~20% where the rows come from DRAM. */
 INLINE void wide_dot(int NT, const float *qt, const float *x, int xs, int len, const char *pf, const char *pf_end,
-                     __m512 a[WIDE_MAX][2])
+                     __m512 a[12][2])
 {
 #pragma GCC unroll 2
     for (int k = 0; k < len; k++) {
@@ -726,7 +724,7 @@ INLINE void wide_dot(int NT, const float *qt, const float *x, int xs, int len, c
             pf += 64;
         }
         __m512 q0 = _mm512_loadu_ps(qt + (size_t)k * 32), q1 = _mm512_loadu_ps(qt + (size_t)k * 32 + 16);
-#pragma GCC unroll 14
+#pragma GCC unroll 12
         for (int t = 0; t < NT; t++) {
             __m512 b = _mm512_set1_ps(x[(size_t)t * xs + k]);
             a[t][0] = _mm512_fmadd_ps(q0, b, a[t][0]);
@@ -739,13 +737,13 @@ INLINE void wide_dot(int NT, const float *qt, const float *x, int xs, int len, c
 INLINE void wide_score_tile(int NT, const float *qt, const float *lat, const float *kr, int R, int rope, float scale,
                             float *s, const wide_pf *pf)
 {
-    __m512 a[WIDE_MAX][2];
-#pragma GCC unroll 14
+    __m512 a[12][2];
+#pragma GCC unroll 12
     for (int t = 0; t < NT; t++) a[t][0] = a[t][1] = _mm512_setzero_ps();
     wide_dot(NT, qt, lat, R, R, pf->lat, pf->lat_end, a);
     wide_dot(NT, qt + (size_t)R * 32, kr, rope, rope, pf->kr, pf->kr_end, a);
     __m512 sc = _mm512_set1_ps(scale);
-#pragma GCC unroll 14
+#pragma GCC unroll 12
     for (int t = 0; t < NT; t++) {
         _mm512_storeu_ps(s + t * 32, _mm512_mul_ps(a[t][0], sc));
         _mm512_storeu_ps(s + t * 32 + 16, _mm512_mul_ps(a[t][1], sc));
@@ -756,9 +754,9 @@ INLINE void wide_score_tile(int NT, const float *qt, const float *lat, const flo
 INLINE void wide_weighted_tile(int NC, float *at, const __m512 alpha[2], const float *s, const float *lat, int R, int nt,
                                int c0)
 {
-    __m512 a[WIDE_MAX][2];
+    __m512 a[12][2];
     float *p = at + (size_t)c0 * 32;
-#pragma GCC unroll 14
+#pragma GCC unroll 12
     for (int c = 0; c < NC; c++) {
         a[c][0] = _mm512_mul_ps(_mm512_loadu_ps(p + c * 32), alpha[0]);
         a[c][1] = _mm512_mul_ps(_mm512_loadu_ps(p + c * 32 + 16), alpha[1]);
@@ -767,14 +765,14 @@ INLINE void wide_weighted_tile(int NC, float *at, const __m512 alpha[2], const f
 #pragma GCC unroll 2
     for (int t = 0; t < nt; t++, x += R) {
         __m512 w0 = _mm512_loadu_ps(s + t * 32), w1 = _mm512_loadu_ps(s + t * 32 + 16);
-#pragma GCC unroll 14
+#pragma GCC unroll 12
         for (int c = 0; c < NC; c++) {
             __m512 b = _mm512_set1_ps(x[c]);
             a[c][0] = _mm512_fmadd_ps(w0, b, a[c][0]);
             a[c][1] = _mm512_fmadd_ps(w1, b, a[c][1]);
         }
     }
-#pragma GCC unroll 14
+#pragma GCC unroll 12
     for (int c = 0; c < NC; c++) {
         _mm512_storeu_ps(p + c * 32, a[c][0]);
         _mm512_storeu_ps(p + c * 32 + 16, a[c][1]);
@@ -796,15 +794,16 @@ typedef void (*wide_weighted_fn)(float *at, const __m512 alpha[2], const float *
         wide_weighted_tile(n, at, alpha, s, lat, R, nt, c0);                                                      \
     }
 WIDE_VARIANT(1) WIDE_VARIANT(2) WIDE_VARIANT(3) WIDE_VARIANT(4) WIDE_VARIANT(5) WIDE_VARIANT(6) WIDE_VARIANT(7)
-WIDE_VARIANT(8) WIDE_VARIANT(9) WIDE_VARIANT(10) WIDE_VARIANT(11) WIDE_VARIANT(12) WIDE_VARIANT(13) WIDE_VARIANT(14)
+WIDE_VARIANT(8) WIDE_VARIANT(9) WIDE_VARIANT(10) WIDE_VARIANT(11) WIDE_VARIANT(12)
 /* [positions or columns - 1] */
-static const wide_score_fn wide_scores[14] = {wide_score_1,  wide_score_2,  wide_score_3,  wide_score_4,  wide_score_5,
-                                              wide_score_6,  wide_score_7,  wide_score_8,  wide_score_9,  wide_score_10,
-                                              wide_score_11, wide_score_12, wide_score_13, wide_score_14};
-static const wide_weighted_fn wide_weighteds[14] = {
-    wide_weighted_1, wide_weighted_2,  wide_weighted_3,  wide_weighted_4,  wide_weighted_5,  wide_weighted_6,  wide_weighted_7,
-    wide_weighted_8, wide_weighted_9, wide_weighted_10, wide_weighted_11, wide_weighted_12, wide_weighted_13, wide_weighted_14};
-_Static_assert(WIDE_NT <= 14 && WIDE_NC <= 14, "the tables hold tiles of up to 14 (2 x 14 accumulators of 32 registers)");
+static const wide_score_fn wide_scores[12] = {wide_score_1, wide_score_2, wide_score_3, wide_score_4,
+                                              wide_score_5, wide_score_6, wide_score_7, wide_score_8,
+                                              wide_score_9, wide_score_10, wide_score_11, wide_score_12};
+static const wide_weighted_fn wide_weighteds[12] = {wide_weighted_1, wide_weighted_2, wide_weighted_3,
+                                                    wide_weighted_4, wide_weighted_5, wide_weighted_6,
+                                                    wide_weighted_7, wide_weighted_8, wide_weighted_9,
+                                                    wide_weighted_10, wide_weighted_11, wide_weighted_12};
+_Static_assert(WIDE_NT == 12 && WIDE_NC == 12, "the tables and accumulator arrays hold tiles of up to 12");
 
 /* The block's softmax, vertical (lane h: head h): m to the block's maximum, alpha = exp(m_old - m),
  * s = exp(s - m), l = l alpha + sum_t s. */
