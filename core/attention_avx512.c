@@ -682,6 +682,14 @@ INLINE void transpose16(__m512 r[16])
 static void transpose_block(const float *src, size_t ss, int rows, int cols, float *dst, size_t ds, int pad)
 {
     __m512 r[16];
+    if (rows == 16 && cols == 16) { /* R1's every block: unmasked, r in registers */
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * ss);
+        transpose16(r);
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++) _mm512_storeu_ps(dst + j * ds, r[j]);
+        return;
+    }
     __mmask16 k = lanes(cols), out = pad ? (__mmask16)0xFFFF : lanes(rows);
     for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_maskz_loadu_ps(k, src + i * ss) : _mm512_setzero_ps();
     transpose16(r);
@@ -750,16 +758,17 @@ INLINE void wide_score_tile(int NT, const float *qt, const float *lat, const flo
     }
 }
 
-/* at[c0 + c][..] = at * alpha + sum_t s[t][..] lat[t][c0 + c] for NC columns. */
+/* at[c0 + c][..] = at * alpha + sum_t s[t][..] lat[t][c0 + c] for NC columns; first: an item's
+ * first block, at not yet written (no memset of it per item: ~2% of a 512-position item). */
 INLINE void wide_weighted_tile(int NC, float *at, const __m512 alpha[2], const float *s, const float *lat, int R, int nt,
-                               int c0)
+                               int c0, int first)
 {
     __m512 a[12][2];
     float *p = at + (size_t)c0 * 32;
 #pragma GCC unroll 12
     for (int c = 0; c < NC; c++) {
-        a[c][0] = _mm512_mul_ps(_mm512_loadu_ps(p + c * 32), alpha[0]);
-        a[c][1] = _mm512_mul_ps(_mm512_loadu_ps(p + c * 32 + 16), alpha[1]);
+        a[c][0] = first ? _mm512_setzero_ps() : _mm512_mul_ps(_mm512_loadu_ps(p + c * 32), alpha[0]);
+        a[c][1] = first ? _mm512_setzero_ps() : _mm512_mul_ps(_mm512_loadu_ps(p + c * 32 + 16), alpha[1]);
     }
     const float *x = lat + c0;
 #pragma GCC unroll 2
@@ -781,7 +790,8 @@ INLINE void wide_weighted_tile(int NC, float *at, const __m512 alpha[2], const f
 
 typedef void (*wide_score_fn)(const float *qt, const float *lat, const float *kr, int R, int rope, float scale, float *s,
                               const wide_pf *pf);
-typedef void (*wide_weighted_fn)(float *at, const __m512 alpha[2], const float *s, const float *lat, int R, int nt, int c0);
+typedef void (*wide_weighted_fn)(float *at, const __m512 alpha[2], const float *s, const float *lat, int R, int nt, int c0,
+                                 int first);
 #define WIDE_VARIANT(n)                                                                                           \
     static void wide_score_##n(const float *qt, const float *lat, const float *kr, int R, int rope, float scale,   \
                                float *s, const wide_pf *pf)                                                       \
@@ -789,9 +799,9 @@ typedef void (*wide_weighted_fn)(float *at, const __m512 alpha[2], const float *
         wide_score_tile(n, qt, lat, kr, R, rope, scale, s, pf);                                                   \
     }                                                                                                             \
     static void wide_weighted_##n(float *at, const __m512 alpha[2], const float *s, const float *lat, int R, int nt, \
-                                  int c0)                                                                         \
+                                  int c0, int first)                                                              \
     {                                                                                                             \
-        wide_weighted_tile(n, at, alpha, s, lat, R, nt, c0);                                                      \
+        wide_weighted_tile(n, at, alpha, s, lat, R, nt, c0, first);                                               \
     }
 WIDE_VARIANT(1) WIDE_VARIANT(2) WIDE_VARIANT(3) WIDE_VARIANT(4) WIDE_VARIANT(5) WIDE_VARIANT(6) WIDE_VARIANT(7)
 WIDE_VARIANT(8) WIDE_VARIANT(9) WIDE_VARIANT(10) WIDE_VARIANT(11) WIDE_VARIANT(12)
@@ -846,7 +856,8 @@ static void wide_block(const attention_item *it, const float *qt, float *at, int
     }
     __m512 alpha[2];
     wide_softmax(s, nt, m, l, alpha);
-    for (int c0 = 0; c0 < R; c0 += WIDE_NC) wide_weighteds[(R - c0 < WIDE_NC ? R - c0 : WIDE_NC) - 1](at, alpha, s, lat, R, nt, c0);
+    for (int c0 = 0; c0 < R; c0 += WIDE_NC)
+        wide_weighteds[(R - c0 < WIDE_NC ? R - c0 : WIDE_NC) - 1](at, alpha, s, lat, R, nt, c0, t == it->t0);
 }
 
 /* conv: the widened block, then the queries [R + rope][32], then the weighted latents [R][32]. */
@@ -857,7 +868,6 @@ static void wide_item(const attention_item *it)
     float *qt = it->conv + (size_t)ATTN_BLOCK * (R + rope), *at = qt + (size_t)32 * (R + rope);
     wide_queries(it->q_lat, nh, R, qt);
     wide_queries(it->q_rope, nh, rope, qt + (size_t)32 * R);
-    memset(at, 0, (size_t)32 * R * sizeof(float));
     __m512 m[2] = {_mm512_set1_ps(-INFINITY), _mm512_set1_ps(-INFINITY)}, l[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int t = it->t0; t < it->t1; t += ATTN_BLOCK)
         wide_block(it, qt, at, t, it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK, m, l);
