@@ -638,8 +638,8 @@ static void (*const few_items[2][4])(const attention_item *) = {
  * WIDE_NT positions, a block's rows once per block and pass; the 4 x 4 tiles of the loop above
  * re-read the group's queries for every 4 positions and the block's rows for every 4 heads, which
  * on a core with full-width FMAs (Zen 5) held it to ~70% of the FMA roof. Tiles of 8 and 14
- * measured the same as 12 (bench_attention, interleaved runs); nothing here depends on the FMA
- * width, and a core with half-width FMAs (Zen 4) does the same FMAs with fewer loads per FMA. */
+ * measured the same as 12 (bench_attention, interleaved runs). Nothing here depends on the FMA
+ * width: a core with half-width FMAs (Zen 4) does the same FMAs with less L2 traffic and no trees. */
 #define WIDE_NT 12
 #define WIDE_NC 12
 
