@@ -13,7 +13,7 @@ typedef struct {
     atomic_int *claimed;  /* [n_threads] a conversion buffer in use */
     float *acc;           /* [ATTN_MAX_CHUNKS][heads][R] */
     float *m, *l;         /* [ATTN_MAX_CHUNKS][heads] */
-    float *conv;          /* [n_threads][ATTN_BLOCK][R + rope] */
+    float *conv;          /* [n_threads][ATTN_CONV_FLOATS(R, rope)] */
 } attention_scratch;
 
 static size_t round64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
@@ -33,7 +33,7 @@ static size_t carve(int heads, int R, int rope, int n_threads, char *base, atten
     s->acc = piece(base, &off, parts * R * sizeof(float));
     s->m = piece(base, &off, parts * sizeof(float));
     s->l = piece(base, &off, parts * sizeof(float));
-    s->conv = piece(base, &off, (size_t)n_threads * ATTN_BLOCK * (R + rope) * sizeof(float));
+    s->conv = piece(base, &off, (size_t)n_threads * ATTN_CONV_FLOATS(R, rope) * sizeof(float));
     return off;
 }
 
@@ -95,17 +95,17 @@ static void run_item(void *arg, int i)
     const attention_kv *kv = j->kv;
     int c = i / j->n_groups, h0 = (i % j->n_groups) * ATTN_GROUP_HEADS;
     size_t part = (size_t)c * kv->heads + h0;
-    int w = kv->dtype == DTYPE_BF16 ? claim_buffer(j) : -1;
+    int w = claim_buffer(j);
     attention_item it = {
         .kv = kv, .q_lat = j->q_lat + (size_t)h0 * kv->R, .q_rope = j->q_rope + (size_t)h0 * kv->rope,
         .t0 = c * j->chunk_len, .t1 = (c + 1) * j->chunk_len < j->n ? (c + 1) * j->chunk_len : j->n,
         .n = j->n, .nh = kv->heads - h0 < ATTN_GROUP_HEADS ? kv->heads - h0 : ATTN_GROUP_HEADS,
         .acc = j->s.acc + part * kv->R, .m = j->s.m + part, .l = j->s.l + part,
-        .conv = w >= 0 ? j->s.conv + (size_t)w * ATTN_BLOCK * (kv->R + kv->rope) : NULL,
+        .conv = j->s.conv + (size_t)w * ATTN_CONV_FLOATS(kv->R, kv->rope),
         .l1d_bytes = j->l1d_bytes,
     };
     j->item(&it);
-    if (w >= 0) atomic_store(&j->s.claimed[w], 0);
+    atomic_store(&j->s.claimed[w], 0);
 }
 
 /* Partial sums (heads x chunks x R floats) from which the merge is worth the pool's hand-off. */

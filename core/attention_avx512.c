@@ -1,8 +1,9 @@
-/* AVX-512 attention path: 16 floats per vector. Scores in tiles of 4 heads x 4 positions (16
- * accumulators, 8 loads per 16 FMAs, one transpose-add tree per tile); weighted latents in tiles of
- * 4 heads x 64 columns (16 accumulators, 4 loads and 4 broadcasts per 16 FMAs). Groups of more
- * than four heads (R1's 32) run attention_driver.h's item loop; items of four heads or fewer (the
- * embedded model) their own, at the end of the file. */
+/* AVX-512 attention path: 16 floats per vector. Items of 17 to 32 heads (R1's groups of 32) run
+ * their own loop with vectors over the heads (near the end of the file); items of four heads or
+ * fewer (the embedded model) theirs; the rest attention_driver.h's item loop: scores in tiles of 4
+ * heads x 4 positions (16 accumulators, 8 loads per 16 FMAs, one transpose-add tree per tile),
+ * weighted latents in tiles of 4 heads x 64 columns (16 accumulators, 4 loads and 4 broadcasts per
+ * 16 FMAs). */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -627,6 +628,262 @@ FEW_ITEM(1, 0) FEW_ITEM(2, 0) FEW_ITEM(3, 0) FEW_ITEM(4, 0) FEW_ITEM(1, 1) FEW_I
 static void (*const few_items[2][4])(const attention_item *) = {
     {few_item_1_0, few_item_2_0, few_item_3_0, few_item_4_0}, {few_item_1_1, few_item_2_1, few_item_3_1, few_item_4_1}};
 
+/* ---------- Items of 17 to 32 heads (R1's groups of 32) ---------- */
+
+/* Scores and weighted latents as vectors over the group's heads (two vectors: 32 heads, those past nh
+ * zero): a tile's FMAs take a vector of 16 heads' queries (or weights) and one broadcast element of a
+ * cache row, so no tile ends in a transpose-add tree and the softmax is vertical, lane h for head h.
+ * Tiles of WIDE_NT positions x 32 heads (scores) and WIDE_NC columns x 32 heads (weighted latents)
+ * keep 2 WIDE_NT or 2 WIDE_NC accumulators. The queries ([R + rope][32]) are re-read once per
+ * WIDE_NT positions, a block's rows once per block and pass; the 4 x 4 tiles of the loop above
+ * re-read the group's queries for every 4 positions and the block's rows for every 4 heads, which
+ * on a core with full-width FMAs (Zen 5) held it to ~70% of the FMA roof. Tiles of 8 and 14
+ * measured the same as 12 (bench_attention, interleaved runs). Nothing here depends on the FMA
+ * width: a core with half-width FMAs (Zen 4) does the same FMAs with less L2 traffic and no trees. */
+#define WIDE_NT 12
+#define WIDE_NC 12
+
+/* r[i] = column i of the 16 x 16 block whose rows were r[0..16). */
+INLINE void transpose16(__m512 r[16])
+{
+    __m512 t[16];
+#pragma GCC unroll 8
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < 16; g += 4) {
+        __m512d a = _mm512_castps_pd(t[g]), b = _mm512_castps_pd(t[g + 1]);
+        __m512d c = _mm512_castps_pd(t[g + 2]), d = _mm512_castps_pd(t[g + 3]);
+        r[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        r[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        r[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        r[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        t[j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+        t[4 + j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
+        t[8 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+        t[12 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+        r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);
+        r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xdd);
+    }
+}
+
+/* dst[j * ds + i] = src[i * ss + j] for i < rows, j < cols (both <= 16); pad: also lanes i >= rows
+ * of those cols rows, as zeros. */
+static void transpose_block(const float *src, size_t ss, int rows, int cols, float *dst, size_t ds, int pad)
+{
+    __m512 r[16];
+    if (rows == 16 && cols == 16) { /* R1's every block: unmasked, r in registers */
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * ss);
+        transpose16(r);
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++) _mm512_storeu_ps(dst + j * ds, r[j]);
+        return;
+    }
+    __mmask16 k = lanes(cols), out = pad ? (__mmask16)0xFFFF : lanes(rows);
+    for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_maskz_loadu_ps(k, src + i * ss) : _mm512_setzero_ps();
+    transpose16(r);
+    for (int j = 0; j < cols; j++) _mm512_mask_storeu_ps(dst + j * ds, out, r[j]);
+}
+
+/* qt[k][h] = q[h][k] (k < n, h < nh; zeros for h >= nh up to 32). */
+static void wide_queries(const float *q, int nh, int n, float *qt)
+{
+    for (int h0 = 0; h0 < 32; h0 += 16)
+        for (int k0 = 0; k0 < n; k0 += 16)
+            transpose_block(q + (size_t)h0 * n + k0, (size_t)n, nh - h0 < 16 ? (nh - h0 > 0 ? nh - h0 : 0) : 16,
+                            n - k0 < 16 ? n - k0 : 16, qt + (size_t)k0 * 32 + h0, 32, 1);
+}
+
+/* acc[h][c] = at[c][h] for h < nh, c < R. */
+static void wide_latents_out(const float *at, int nh, int R, float *acc)
+{
+    for (int h0 = 0; h0 < nh; h0 += 16)
+        for (int c0 = 0; c0 < R; c0 += 16)
+            transpose_block(at + (size_t)c0 * 32 + h0, 32, R - c0 < 16 ? R - c0 : 16, nh - h0 < 16 ? nh - h0 : 16,
+                            acc + (size_t)h0 * R + c0, (size_t)R, 0);
+}
+
+/* Byte ranges of the next block's latents and rope keys to prefetch. */
+typedef struct {
+    const char *lat, *lat_end, *kr, *kr_end;
+} wide_pf;
+
+/* a[t][v] += qt[k][16 v ..] * x[t][k] over k < len (x rows xs apart); the lines [pf, pf_end) of the
+ * next block prefetched into L2, one per step: spread out, because a burst of a tile's lines (~400)
+ * waits on the miss buffers, which cost ~20% where the rows come from DRAM. */
+INLINE void wide_dot(int NT, const float *qt, const float *x, int xs, int len, const char *pf, const char *pf_end,
+                     __m512 a[12][2])
+{
+#pragma GCC unroll 2
+    for (int k = 0; k < len; k++) {
+        if (pf < pf_end) {
+            __builtin_prefetch(pf, 0, 1);
+            pf += 64;
+        }
+        __m512 q0 = _mm512_loadu_ps(qt + (size_t)k * 32), q1 = _mm512_loadu_ps(qt + (size_t)k * 32 + 16);
+#pragma GCC unroll 12
+        for (int t = 0; t < NT; t++) {
+            __m512 b = _mm512_set1_ps(x[(size_t)t * xs + k]);
+            a[t][0] = _mm512_fmadd_ps(q0, b, a[t][0]);
+            a[t][1] = _mm512_fmadd_ps(q1, b, a[t][1]);
+        }
+    }
+}
+
+/* s[t][0..32) = scale * (qt . row t) for NT positions; pf: this tile's share of the next block. */
+INLINE void wide_score_tile(int NT, const float *qt, const float *lat, const float *kr, int R, int rope, float scale,
+                            float *s, const wide_pf *pf)
+{
+    __m512 a[12][2];
+#pragma GCC unroll 12
+    for (int t = 0; t < NT; t++) a[t][0] = a[t][1] = _mm512_setzero_ps();
+    wide_dot(NT, qt, lat, R, R, pf->lat, pf->lat_end, a);
+    wide_dot(NT, qt + (size_t)R * 32, kr, rope, rope, pf->kr, pf->kr_end, a);
+    __m512 sc = _mm512_set1_ps(scale);
+#pragma GCC unroll 12
+    for (int t = 0; t < NT; t++) {
+        _mm512_storeu_ps(s + t * 32, _mm512_mul_ps(a[t][0], sc));
+        _mm512_storeu_ps(s + t * 32 + 16, _mm512_mul_ps(a[t][1], sc));
+    }
+}
+
+/* at[c0 + c][..] = at * alpha + sum_t s[t][..] lat[t][c0 + c] for NC columns; first: an item's
+ * first block, at not yet written (no memset of it per item: ~2% of a 512-position item). */
+INLINE void wide_weighted_tile(int NC, float *at, const __m512 alpha[2], const float *s, const float *lat, int R, int nt,
+                               int c0, int first)
+{
+    __m512 a[12][2];
+    float *p = at + (size_t)c0 * 32;
+#pragma GCC unroll 12
+    for (int c = 0; c < NC; c++) {
+        a[c][0] = first ? _mm512_setzero_ps() : _mm512_mul_ps(_mm512_loadu_ps(p + c * 32), alpha[0]);
+        a[c][1] = first ? _mm512_setzero_ps() : _mm512_mul_ps(_mm512_loadu_ps(p + c * 32 + 16), alpha[1]);
+    }
+    const float *x = lat + c0;
+#pragma GCC unroll 2
+    for (int t = 0; t < nt; t++, x += R) {
+        __m512 w0 = _mm512_loadu_ps(s + t * 32), w1 = _mm512_loadu_ps(s + t * 32 + 16);
+#pragma GCC unroll 12
+        for (int c = 0; c < NC; c++) {
+            __m512 b = _mm512_set1_ps(x[c]);
+            a[c][0] = _mm512_fmadd_ps(w0, b, a[c][0]);
+            a[c][1] = _mm512_fmadd_ps(w1, b, a[c][1]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int c = 0; c < NC; c++) {
+        _mm512_storeu_ps(p + c * 32, a[c][0]);
+        _mm512_storeu_ps(p + c * 32 + 16, a[c][1]);
+    }
+}
+
+typedef void (*wide_score_fn)(const float *qt, const float *lat, const float *kr, int R, int rope, float scale, float *s,
+                              const wide_pf *pf);
+typedef void (*wide_weighted_fn)(float *at, const __m512 alpha[2], const float *s, const float *lat, int R, int nt, int c0,
+                                 int first);
+#define WIDE_VARIANT(n)                                                                                           \
+    static void wide_score_##n(const float *qt, const float *lat, const float *kr, int R, int rope, float scale,   \
+                               float *s, const wide_pf *pf)                                                       \
+    {                                                                                                             \
+        wide_score_tile(n, qt, lat, kr, R, rope, scale, s, pf);                                                   \
+    }                                                                                                             \
+    static void wide_weighted_##n(float *at, const __m512 alpha[2], const float *s, const float *lat, int R, int nt, \
+                                  int c0, int first)                                                              \
+    {                                                                                                             \
+        wide_weighted_tile(n, at, alpha, s, lat, R, nt, c0, first);                                               \
+    }
+WIDE_VARIANT(1) WIDE_VARIANT(2) WIDE_VARIANT(3) WIDE_VARIANT(4) WIDE_VARIANT(5) WIDE_VARIANT(6) WIDE_VARIANT(7)
+WIDE_VARIANT(8) WIDE_VARIANT(9) WIDE_VARIANT(10) WIDE_VARIANT(11) WIDE_VARIANT(12)
+/* [positions or columns - 1] */
+static const wide_score_fn wide_scores[12] = {wide_score_1, wide_score_2, wide_score_3, wide_score_4,
+                                              wide_score_5, wide_score_6, wide_score_7, wide_score_8,
+                                              wide_score_9, wide_score_10, wide_score_11, wide_score_12};
+static const wide_weighted_fn wide_weighteds[12] = {wide_weighted_1, wide_weighted_2, wide_weighted_3,
+                                                    wide_weighted_4, wide_weighted_5, wide_weighted_6,
+                                                    wide_weighted_7, wide_weighted_8, wide_weighted_9,
+                                                    wide_weighted_10, wide_weighted_11, wide_weighted_12};
+_Static_assert(WIDE_NT == 12 && WIDE_NC == 12, "the tables and accumulator arrays hold tiles of up to 12");
+
+/* The block's softmax, vertical (lane h: head h): m to the block's maximum, alpha = exp(m_old - m),
+ * s = exp(s - m), l = l alpha + sum_t s. */
+static void wide_softmax(float *s, int nt, __m512 m[2], __m512 l[2], __m512 alpha[2])
+{
+    __m512 ninf = _mm512_set1_ps(-INFINITY);
+    for (int v = 0; v < 2; v++) {
+        __m512 mx[2] = {m[v], ninf};
+        for (int t = 0; t < nt; t++) mx[t & 1] = _mm512_max_ps(mx[t & 1], _mm512_loadu_ps(s + t * 32 + 16 * v));
+        __m512 mnew = _mm512_max_ps(mx[0], mx[1]), sum[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+        alpha[v] = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m[v], ninf, _CMP_NEQ_OQ), exp_ps(_mm512_sub_ps(m[v], mnew)));
+        for (int t = 0; t < nt; t++) {
+            float *p = s + t * 32 + 16 * v;
+            __m512 e = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(p), mnew));
+            _mm512_storeu_ps(p, e);
+            sum[t & 1] = _mm512_add_ps(sum[t & 1], e);
+        }
+        l[v] = _mm512_fmadd_ps(l[v], alpha[v], _mm512_add_ps(sum[0], sum[1]));
+        m[v] = mnew;
+    }
+}
+
+/* One block: scores (prefetching the next block's rows into L2 as they go), softmax, weighted. */
+static void wide_block(const attention_item *it, const float *qt, float *at, int t, int nt, __m512 m[2], __m512 l[2])
+{
+    const attention_kv *kv = it->kv;
+    int R = kv->R, rope = kv->rope;
+    float s[ATTN_BLOCK * 32] __attribute__((aligned(64)));
+    const float *lat, *kr;
+    block_rows(kv, t, nt, it->conv, &lat, &kr);
+    attention_ahead ahead = attention_block_after(kv, t, it->n, ATTN_BLOCK);
+    for (int u = 0; u < nt; u += WIDE_NT) {
+        int n = nt - u < WIDE_NT ? nt - u : WIDE_NT, pa = u < ahead.rows ? u : ahead.rows;
+        int pb = u + n < ahead.rows ? u + n : ahead.rows;
+        wide_pf pf = {NULL, NULL, NULL, NULL};
+        if (pa < pb)
+            pf = (wide_pf){ahead.lat + pa * ahead.lat_row, ahead.lat + pb * ahead.lat_row, ahead.kr + pa * ahead.kr_row,
+                           ahead.kr + pb * ahead.kr_row};
+        wide_scores[n - 1](qt, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale, s + u * 32, &pf);
+    }
+    __m512 alpha[2];
+    wide_softmax(s, nt, m, l, alpha);
+    for (int c0 = 0; c0 < R; c0 += WIDE_NC)
+        wide_weighteds[(R - c0 < WIDE_NC ? R - c0 : WIDE_NC) - 1](at, alpha, s, lat, R, nt, c0, t == it->t0);
+}
+
+/* conv: the widened block, then the queries [R + rope][32], then the weighted latents [R][32]. */
+static void wide_item(const attention_item *it)
+{
+    const attention_kv *kv = it->kv;
+    int R = kv->R, rope = kv->rope, nh = it->nh;
+    float *qt = it->conv + (size_t)ATTN_BLOCK * (R + rope), *at = qt + (size_t)32 * (R + rope);
+    wide_queries(it->q_lat, nh, R, qt);
+    wide_queries(it->q_rope, nh, rope, qt + (size_t)32 * R);
+    __m512 m[2] = {_mm512_set1_ps(-INFINITY), _mm512_set1_ps(-INFINITY)}, l[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int t = it->t0; t < it->t1; t += ATTN_BLOCK)
+        wide_block(it, qt, at, t, it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK, m, l);
+    wide_latents_out(at, nh, R, it->acc);
+    float mv[32], lv[32];
+    _mm512_storeu_ps(mv, m[0]);
+    _mm512_storeu_ps(mv + 16, m[1]);
+    _mm512_storeu_ps(lv, l[0]);
+    _mm512_storeu_ps(lv + 16, l[1]);
+    for (int h = 0; h < nh; h++) {
+        it->m[h] = mv[h];
+        it->l[h] = lv[h];
+    }
+}
+_Static_assert(ATTN_GROUP_HEADS == 32, "wide_item's tiles hold a group in two vectors");
+
 void attention_item_avx512(const attention_item *it)
 {
     const attention_kv *kv = it->kv;
@@ -634,6 +891,8 @@ void attention_item_avx512(const attention_item *it)
         few_items[0][it->nh - 1](it);
     else if (it->nh <= 4 && kv->R % 32 == 0 && kv->rope % 32 == 0)
         few_items[1][it->nh - 1](it);
+    else if (it->nh > 16)
+        wide_item(it);
     else
         attention_item_avx512_rows(it);
 }

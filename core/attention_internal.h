@@ -24,6 +24,11 @@
 #define ATTN_MIN_CHUNK 512
 #define ATTN_CHUNK_TARGET 1024
 
+/* A thread's buffer: [ATTN_BLOCK][R + rope] floats for a BF16 block widened, then room for a group's
+ * queries and weighted latents in another order ([R + rope][ATTN_GROUP_HEADS] and
+ * [R][ATTN_GROUP_HEADS]: AVX-512's loop for many heads). */
+#define ATTN_CONV_FLOATS(R, rope) ((size_t)(ATTN_BLOCK + 2 * ATTN_GROUP_HEADS) * ((size_t)(R) + (size_t)(rope)))
+
 typedef struct {
     const attention_kv *kv;
     const float *q_lat, *q_rope;  /* this group's first head: [nh][R], [nh][rope] */
@@ -32,7 +37,7 @@ typedef struct {
     int nh;                       /* heads in this group, 1..ATTN_GROUP_HEADS */
     float *acc;                   /* [nh][R] unnormalized weighted latents */
     float *m, *l;                 /* [nh] running max of the scaled scores, sum of exp(score - m) */
-    float *conv;                  /* [ATTN_BLOCK][R + rope] floats: a BF16 block widened */
+    float *conv;                  /* ATTN_CONV_FLOATS(R, rope): a BF16 block widened, a path's work */
     int l1d_bytes;                /* this CPU's L1 data cache (attention_l1d_bytes) */
 } attention_item;
 

@@ -1,6 +1,7 @@
 /* attention_row against a float64 softmax attention written out in full, on random queries and
- * caches: R1's widths (128 heads, kv_lora 512, rope 64) and odd small ones (5 heads, 72, 24: every
- * vector tail), F32 and BF16 caches (the reference reads the same BF16 values), every kernel path,
+ * caches: R1's widths (128 heads, kv_lora 512, rope 64), 40 and 20 heads with tails (AVX-512's loop
+ * for 17-32 heads) and odd small ones (5 heads, 72, 24: every vector tail), F32 and BF16 caches
+ * (the reference reads the same BF16 values), every kernel path,
  * lengths on both sides of the block, chunk and chunk-growth boundaries, keys whose scores jump or
  * creep along the positions (running maxima that rise mid-item). And the invariance that
  * speculation and reproducibility rest on: the result is bit-identical for 1, 2, 3 and 4 threads. */
@@ -153,6 +154,10 @@ int main(void)
     static const int pairs_n[] = {1, 5, 33, 300, 1100};
     static const int small_n[] = {1, 3, 31, 32, 33, 255, 257, 1000, 8192, 8300};
     static const int r1_n[] = {1, 37, 300, 1100};
+    /* AVX-512's loop for 17-32 heads: a group of 32 and one of 8 (the general loop), R ending on a
+     * tile of 4 columns and a transpose of 4; 20 heads, padded to 32 */
+    static const widths wide[] = {{40, 100, 24}, {20, 72, 40}};
+    static const int wide_n[] = {1, 37, 300, 1100};
     int cases = 0;
     for (int p = CPU_PATH_SCALAR; p <= CPU_PATH_AVX512; p++) {
         if (!cpu_path_available((cpu_path)p)) { printf("kernel path %s: not on this CPU\n", cpu_path_name((cpu_path)p)); continue; }
@@ -174,6 +179,10 @@ int main(void)
             for (size_t i = 0; i < sizeof pairs_n / sizeof *pairs_n; i++, cases++) check_case(&pairs, pairs_n[i], d, 2.0);
             for (size_t w = 0; w < sizeof few_tails / sizeof *few_tails; w++)
                 for (size_t i = 0; i < sizeof pairs_n / sizeof *pairs_n; i++, cases++) check_case(&few_tails[w], pairs_n[i], d, 2.0);
+            for (size_t w = 0; w < sizeof wide / sizeof *wide; w++)
+                for (size_t i = 0; i < sizeof wide_n / sizeof *wide_n; i++, cases++) check_case(&wide[w], wide_n[i], d, 1.0);
+            check_shaped(&wide[0], 1100, d, 2.0, spikes);
+            cases++;
             for (size_t i = 0; i < sizeof r1_n / sizeof *r1_n; i++, cases++)
                 if (p != CPU_PATH_SCALAR || r1_n[i] <= 300) check_case(&r1, r1_n[i], d, 0.5);
             cases++;
