@@ -267,11 +267,18 @@ typedef struct {
     unsigned frac, rate;
 } pf_cursor;
 
+/* The locality hint must be a compile-time constant even at -O0, hence the branch. */
+INLINE void pf_line(const char *p, int L1)
+{
+    if (L1) __builtin_prefetch(p, 0, 3);
+    else __builtin_prefetch(p, 0, 1);
+}
+
 INLINE void pf_rows(pf_cursor *c, int L1)
 {
     for (c->frac += c->rate; c->frac >= 65536 && c->rows > 0; c->frac -= 65536, c->rows--) {
-        for (size_t b = 0; b < c->lat_row; b += 64) __builtin_prefetch(c->lat + b, 0, L1 ? 3 : 1);
-        for (size_t b = 0; b < c->kr_row; b += 64) __builtin_prefetch(c->kr + b, 0, L1 ? 3 : 1);
+        for (size_t b = 0; b < c->lat_row; b += 64) pf_line(c->lat + b, L1);
+        for (size_t b = 0; b < c->kr_row; b += 64) pf_line(c->kr + b, L1);
         c->lat += c->lat_row;
         c->kr += c->kr_row;
     }
