@@ -453,20 +453,19 @@ typedef struct {
     int pf_l1; /* prefetch into L1 (see few_block) */
 } few_state;
 
-/* One quad's (or the last positions') scores sc into raw, their weights against m into w and bsum,
- * their maximum into bmax. */
-INLINE void few_take(__m512 sc, __mmask16 k, __m512 m, __m512 *bmax, __m512 *bsum, float *raw, float *w)
+/* One quad's (or the last positions') scores sc into raw, their maximum into bmax. */
+INLINE void few_keep(__m512 sc, __mmask16 k, __m512 *bmax, float *raw)
 {
     _mm512_storeu_ps(raw, sc);
     *bmax = _mm512_mask_max_ps(*bmax, k, *bmax, sc);
-    __m512 e = _mm512_maskz_mov_ps(k, exp_ps(_mm512_sub_ps(sc, m)));
-    _mm512_storeu_ps(w, e);
-    *bsum = _mm512_add_ps(*bsum, e);
 }
 
-/* The score pass of a block of nt positions, weights against m: quads, then the last 1-3 positions
- * as one tile. The state and the cursor are copied into locals, which stay in registers (the vector
- * stores may alias what a pointer reaches). */
+/* The score pass of a block of nt positions: quads, then the last 1-3 positions as one tile; then
+ * the weights against m and their sum, in a loop of their own: taken in the quad loop, each exp's
+ * chain (a dozen dependent ops after the scores' reduction tree) stalled the next quad's FMAs
+ * (cpu-clock samples, Zen 5: a fifth of an item's time on the exp's instructions). The state and
+ * the cursor are copied into locals, which stay in registers (the vector stores may alias what a
+ * pointer reaches). */
 INLINE void few_scores(int NH, int PAIRS, const float *ql, const float *qr, const char *lat, const char *kr, int R,
                        int rope, float scale, int nt, __m512 m, few_state *st, float *raw, float *w, pf_cursor *pf)
 {
@@ -477,7 +476,7 @@ INLINE void few_scores(int NH, int PAIRS, const float *ql, const float *qr, cons
     for (; u + 4 <= nt; u += 4) {
         pf_step(&c);
         sc = score_sums(NH, 4, PAIRS, ql, qr, lat + u * lr, kr + u * kr_row, R, rope, scale);
-        few_take(sc, quad_lanes(NH, 4), m, &bmax, &bsum, raw + u * 4, w + u * 4);
+        few_keep(sc, quad_lanes(NH, 4), &bmax, raw + u * 4);
     }
     if (u < nt) {
         if (nt - u == 3)
@@ -486,7 +485,12 @@ INLINE void few_scores(int NH, int PAIRS, const float *ql, const float *qr, cons
             sc = score_sums(NH, 2, PAIRS, ql, qr, lat + u * lr, kr + u * kr_row, R, rope, scale);
         else
             sc = score_sums(NH, 1, PAIRS, ql, qr, lat + u * lr, kr + u * kr_row, R, rope, scale);
-        few_take(sc, quad_lanes(NH, nt - u), m, &bmax, &bsum, raw + u * 4, w + u * 4);
+        few_keep(sc, quad_lanes(NH, nt - u), &bmax, raw + u * 4);
+    }
+    for (u = 0; u < nt; u += 4) {
+        __m512 e = _mm512_maskz_mov_ps(quad_lanes(NH, nt - u), exp_ps(_mm512_sub_ps(_mm512_loadu_ps(raw + u * 4), m)));
+        _mm512_storeu_ps(w + u * 4, e);
+        bsum = _mm512_add_ps(bsum, e);
     }
     *pf = c;
     st->bmax = bmax;
