@@ -84,6 +84,8 @@ INLINE void store_scores(int NH, int NT, __m512 sc, float *s)
 INLINE void pair_split(const uint16_t *p, __m512 *even, __m512 *odd)
 {
     __m512i d = _mm512_loadu_si512(p);
+    /* in a register: GCC otherwise stored the row to the stack and read it back as both ops' memory operand */
+    __asm__("" : "+v"(d));
     *odd = _mm512_castsi512_ps(_mm512_and_si512(d, _mm512_set1_epi32((int)0xFFFF0000u)));
     *even = _mm512_castsi512_ps(_mm512_slli_epi32(d, 16));
 }
