@@ -598,7 +598,7 @@ static line_cursor lines_after(const attention_kv *kv, int t, int n, int blk, in
  * per 2^lg rows of each chunk). Prefetching in the score pass alone leaves memory idle
  * through the weighted pass. */
 static void few_heads_block(const attention_item *it, const float *ql, const float *qr, int t, int blk, int next,
-                            float *s, float *alpha)
+                            float *s, float *alpha, float *m, float *l)
 {
     const attention_kv *kv = it->kv;
     int R = kv->R, rope = kv->rope, nh = it->nh, bf16 = kv->dtype == DTYPE_BF16;
@@ -608,7 +608,7 @@ static void few_heads_block(const attention_item *it, const float *ql, const flo
     line_cursor pf = lines_after(kv, t, it->n, blk, next);
     int steps = (nt + 2) / 3, per_step = (pf.total * 3 / 5 + steps - 1) / steps;
     few_scores_table[bf16][R % 16 == 0 && rope % 16 == 0][nh - 1](ql, qr, lat, kr, R, rope, kv->scale, nt, &pf, per_step, s);
-    few_softmax(s, nh, nt, it->m, it->l, alpha);
+    few_softmax(s, nh, nt, m, l, alpha);
     int Rw = R / 16 * 16, chunks = 0, rest = pf.total - pf.next;
     for (int c0 = 0; c0 < Rw; c0 += 8 * few_chunk_units((Rw - c0) / 8)) chunks++;
     int lg = 0; /* a line per 2^lg rows of each chunk: chunks * ceil(nt / 2^lg) >= rest lines */
@@ -651,21 +651,27 @@ static void item_start(const attention_item *it, const float **ql, const float *
  * it); shorter blocks cost more per position (the softmax, the accumulators' loads and stores).
  * BF16 items start on rows nobody prefetched with blocks of ATTN_RAMP_FIRST positions that double
  * (the AVX-512 path's item says why: here 1k positions cold 29.7 -> 29.3 us); F32 ones measured
- * slower so (their first blocks' prefetch bursts). */
+ * slower so (their first blocks' prefetch bursts). The running maxima and sums live on the stack
+ * until the item ends: in the scratch, 4 heads' are 16 bytes, so the next chunk's share their cache
+ * line, and written every block that line went back and forth between the cores. */
 static void attention_item_few_heads(const attention_item *it)
 {
     float s[4 * ATTN_BLOCK] __attribute__((aligned(64)));
-    float alpha[4];
+    float alpha[4], m[4], l[4];
     const float *ql, *qr;
     item_start(it, &ql, &qr);
+    memcpy(m, it->m, (size_t)it->nh * sizeof(float));
+    memcpy(l, it->l, (size_t)it->nh * sizeof(float));
     int full = it->kv->dtype == DTYPE_BF16 ? ATTN_BLOCK : ATTN_BLOCK / 2;
     int blk = it->kv->dtype == DTYPE_BF16 ? ATTN_RAMP_FIRST : full;
     for (int t = it->t0; t < it->t1;) {
         int next = 2 * blk < full ? 2 * blk : full;
-        few_heads_block(it, ql, qr, t, blk, next, s, alpha);
+        few_heads_block(it, ql, qr, t, blk, next, s, alpha, m, l);
         t += blk;
         blk = next;
     }
+    memcpy(it->m, m, (size_t)it->nh * sizeof(float));
+    memcpy(it->l, l, (size_t)it->nh * sizeof(float));
 }
 
 /* The item loop of attention_driver.h, with BF16 read in place: the cache is widened in registers
