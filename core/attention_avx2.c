@@ -103,9 +103,8 @@ INLINE const void *row_at(int BF16, const void *base, size_t row, int stride)
     return BF16 ? (const void *)((const uint16_t *)base + row * stride) : (const void *)((const float *)base + row * stride);
 }
 
-/* The cache lines of the block after the current one, numbered: the latent rows' lines [0, nl), then
- * the rope keys' [nl, total). Items of few heads spread their prefetches over the whole block by line
- * number (line_run stops at the last one). */
+/* Cache lines of rows of the next block, numbered: the latent rows' lines [0, nl), then the rope
+ * keys' [nl, total) (line_run stops at the last one). */
 typedef struct {
     const char *lat, *kr;
     int nl, total;
@@ -124,15 +123,24 @@ static int line_run(line_cursor *c, int want, const char **run)
     return n;
 }
 
-/* The cursor's next n lines (as far as they exist), each region's by a plain pointer. */
-INLINE void prefetch_lines(line_cursor *c, int n)
+/* Whole rows of the next block, a row's latent lines and its rope key's together, rate / 65536 rows
+ * per step: the score pass takes the next block's first rows so, so that each of them has all its
+ * lines early (by line number, the first rows' rope keys came last, just before the next block's
+ * score pass read them). */
+typedef struct {
+    const char *lat, *kr;
+    size_t lat_row, kr_row;
+    int rows;
+    unsigned frac, rate;
+} row_cursor;
+
+INLINE void prefetch_rows(row_cursor *c)
 {
-    while (n > 0) {
-        const char *run = NULL;
-        int got = line_run(c, n, &run);
-        if (got == 0) return;
-        for (int i = 0; i < got; i++) __builtin_prefetch(run + (size_t)i * 64, 0, 1);
-        n -= got;
+    for (c->frac += c->rate; c->frac >= 65536 && c->rows > 0; c->frac -= 65536, c->rows--) {
+        for (size_t b = 0; b < c->lat_row; b += 64) __builtin_prefetch(c->lat + b, 0, 1);
+        for (size_t b = 0; b < c->kr_row; b += 64) __builtin_prefetch(c->kr + b, 0, 1);
+        c->lat += c->lat_row;
+        c->kr += c->kr_row;
     }
 }
 
@@ -469,12 +477,12 @@ INLINE void few_score_positions(int NH, int NT, int BF16, int WHOLE, const float
  * live across the latent and rope segments), with `per_step` lines of the next block prefetched
  * before each triple. */
 INLINE void few_scores(int NH, int BF16, int WHOLE, const float *ql, const float *qr, const void *lat, const void *kr, int R,
-                       int rope, float scale, int nt, line_cursor *pf, int per_step, float *s)
+                       int rope, float scale, int nt, row_cursor *pf, float *s)
 {
     size_t es = BF16 ? 2 : 4;
     int u = 0;
     for (; u + 3 <= nt; u += 3) {
-        prefetch_lines(pf, per_step);
+        prefetch_rows(pf);
         few_score_positions(NH, 3, BF16, WHOLE, ql, qr, (const char *)lat + (size_t)u * R * es,
                             (const char *)kr + (size_t)u * rope * es, R, rope, scale, s + u * 4);
     }
@@ -487,13 +495,12 @@ INLINE void few_scores(int NH, int BF16, int WHOLE, const float *ql, const float
 }
 
 typedef void (*few_scores_fn)(const float *ql, const float *qr, const void *lat, const void *kr, int R, int rope,
-                              float scale, int nt, line_cursor *pf, int per_step, float *s);
+                              float scale, int nt, row_cursor *pf, float *s);
 #define FEW_SCORES_VARIANT(nh, bf, whole)                                                                         \
     static void few_scores_##nh##_##bf##_##whole(const float *ql, const float *qr, const void *lat, const void *kr, \
-                                                 int R, int rope, float scale, int nt, line_cursor *pf,            \
-                                                 int per_step, float *s)                                            \
+                                                 int R, int rope, float scale, int nt, row_cursor *pf, float *s)   \
     {                                                                                                              \
-        few_scores(nh, bf, whole, ql, qr, lat, kr, R, rope, scale, nt, pf, per_step, s);                           \
+        few_scores(nh, bf, whole, ql, qr, lat, kr, R, rope, scale, nt, pf, s);                                     \
     }
 #define FEW_SCORES_HEADS(bf, whole)                                                                               \
     FEW_SCORES_VARIANT(1, bf, whole) FEW_SCORES_VARIANT(2, bf, whole) FEW_SCORES_VARIANT(3, bf, whole)            \
@@ -577,26 +584,25 @@ static void natural_order(float *row, int n)
     }
 }
 
-/* The lines of the cache rows of the block of next_blk positions after the block of blk at t (none
- * past n). */
-static line_cursor lines_after(const attention_kv *kv, int t, int n, int blk, int next_blk)
+/* The lines of rows [first, rows) of the block of `rows` positions at next (none when first >= rows). */
+static line_cursor lines_of(const attention_kv *kv, int next, int first, int rows)
 {
     size_t es = dtype_size(kv->dtype);
-    int next = t + blk, rows = n - next < next_blk ? n - next : next_blk;
-    if (rows <= 0) return (line_cursor){.total = 0};
-    line_cursor c = {.lat = (const char *)kv->latent + (size_t)next * kv->R * es,
-                     .kr = (const char *)kv->krope + (size_t)next * kv->rope * es};
-    c.nl = (int)(((size_t)rows * kv->R * es + 63) / 64);
-    c.total = c.nl + (int)(((size_t)rows * kv->rope * es + 63) / 64);
+    if (first >= rows) return (line_cursor){.total = 0};
+    line_cursor c = {.lat = (const char *)kv->latent + (size_t)(next + first) * kv->R * es,
+                     .kr = (const char *)kv->krope + (size_t)(next + first) * kv->rope * es};
+    c.nl = (int)(((size_t)(rows - first) * kv->R * es + 63) / 64);
+    c.total = c.nl + (int)(((size_t)(rows - first) * kv->rope * es + 63) / 64);
     return c;
 }
 
 /* One block of an item with four heads or fewer (one score tile and one weighted tile hold them
  * all): scores, softmax, weighted latents. With few heads memory binds an F32 cache and must stay
  * busy through both passes, so the next block's lines are prefetched evenly over the block's time:
- * 3/5 of them during the scores (a share per three positions), the rest during the weighted latents (a line
- * per 2^lg rows of each chunk). Prefetching in the score pass alone leaves memory idle
- * through the weighted pass. */
+ * its first 3/5 rows during the scores (whole rows, a share per three positions), the rest during
+ * the weighted latents (by line number, a line per 2^lg rows of each chunk: these rows are read
+ * last). Prefetching in the score pass alone leaves memory idle through the weighted pass; 2/5 or
+ * 4/5 of the rows in the score pass measured slower, and so did the rest's rope keys first. */
 static void few_heads_block(const attention_item *it, const float *ql, const float *qr, int t, int blk, int next,
                             float *s, float *alpha, float *m, float *l)
 {
@@ -605,10 +611,14 @@ static void few_heads_block(const attention_item *it, const float *ql, const flo
     int nt = it->t1 - t < blk ? it->t1 - t : blk;
     size_t es = dtype_size(kv->dtype);
     const char *lat = (const char *)kv->latent + (size_t)t * R * es, *kr = (const char *)kv->krope + (size_t)t * rope * es;
-    line_cursor pf = lines_after(kv, t, it->n, blk, next);
-    int steps = (nt + 2) / 3, per_step = (pf.total * 3 / 5 + steps - 1) / steps;
-    few_scores_table[bf16][R % 16 == 0 && rope % 16 == 0][nh - 1](ql, qr, lat, kr, R, rope, kv->scale, nt, &pf, per_step, s);
+    int at = t + blk, rows = it->n - at < next ? it->n - at : next, first = rows > 0 ? (rows * 3 + 4) / 5 : 0;
+    int steps = nt / 3 > 0 ? nt / 3 : 1;
+    row_cursor rc = {.lat = (const char *)kv->latent + (size_t)at * R * es, .kr = (const char *)kv->krope + (size_t)at * rope * es,
+                     .lat_row = (size_t)R * es, .kr_row = (size_t)rope * es, .rows = first,
+                     .rate = ((unsigned)first * 65536 + (unsigned)steps - 1) / (unsigned)steps};
+    few_scores_table[bf16][R % 16 == 0 && rope % 16 == 0][nh - 1](ql, qr, lat, kr, R, rope, kv->scale, nt, &rc, s);
     few_softmax(s, nh, nt, m, l, alpha);
+    line_cursor pf = lines_of(kv, at, first - rc.rows, rows);
     int Rw = R / 16 * 16, chunks = 0, rest = pf.total - pf.next;
     for (int c0 = 0; c0 < Rw; c0 += 8 * few_chunk_units((Rw - c0) / 8)) chunks++;
     int lg = 0; /* a line per 2^lg rows of each chunk: chunks * ceil(nt / 2^lg) >= rest lines */
