@@ -55,7 +55,7 @@ typedef struct {
  * at most (a draft after a longer stretch without attends to those and what it writes next). */
 enum { GEN_MTP_OFF = 0, GEN_MTP_ON = 1, GEN_MTP_AUTO = 2 };
 
-/* gen_options.mtp_window when 0: measured by bench/decode/mtp_window.c (README, MTP off / on / auto). */
+/* gen_options.mtp_window when 0: measured by bench/decode/mtp_window.c (docs/BENCHMARKS.md, MTP off / on / auto). */
 enum { GEN_MTP_WINDOW_DEFAULT = 64 };
 
 typedef struct {

@@ -14,7 +14,7 @@ enum { METER_MAX_K = 16 };
  * estimate taken at a bad moment (the cold cache of the first steps, a preempted pass) does not
  * stand for the whole run. Not more often than that: a try reads MTP-layer experts no plain step
  * needs, cold, and on the embedded model with everything cached the tries forced at 4 x gap cost
- * 2-5% of a 400-token run where the budget allowed none (README, MTP off / on / auto). The gap
+ * 2-5% of a 400-token run where the budget allowed none (docs/BENCHMARKS.md, MTP off / on / auto). The gap
  * starts at EXPLORE_GAP_MIN and doubles with each try, up to EXPLORE_GAP_CAP, while the pick stays
  * the same: a try's estimated loss misses what it does to a small cache (a draft pass reads the
  * MTP layer's experts over hot ones; measured on the embedded model at 12 slots, a try every 32
