@@ -474,8 +474,8 @@ INLINE void few_score_positions(int NH, int NT, int BF16, int WHOLE, const float
 }
 
 /* The score pass of a block: triples of positions in one loop (one call per block, the accumulators
- * live across the latent and rope segments), with `per_step` lines of the next block prefetched
- * before each triple. */
+ * live across the latent and rope segments), with the row cursor's share of the next block's rows
+ * prefetched before each triple. */
 INLINE void few_scores(int NH, int BF16, int WHOLE, const float *ql, const float *qr, const void *lat, const void *kr, int R,
                        int rope, float scale, int nt, row_cursor *pf, float *s)
 {
