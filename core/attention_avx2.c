@@ -1,8 +1,9 @@
 /* AVX2 attention path: 8 floats per vector, 16 vector registers, so every tile is sized to keep
- * its accumulators and operands in registers (no spills in the FMA loops). Scores in tiles of up to
- * 12 accumulators (heads x positions, shapes below) reduced by transpose-add trees; weighted latents
- * in tiles of 6 heads x 16 columns; the softmax of 8 heads at once. Its own item loop (the one of
- * attention_driver.h, plus BF16 read in place: widened in registers, no conversion pass). */
+ * its accumulators and operands in registers (no spills in the FMA loops). Items of four heads or
+ * fewer (the embedded model): scores of 4 heads x 3 positions reduced by transpose-add trees,
+ * weighted latents in tiles of 4 heads x 24 columns, the cache read in place (BF16 widened in
+ * registers). Items of more heads (R1's groups of 32): scores as vectors over 16 heads against
+ * broadcast cache elements (no trees), weighted latents in tiles of 6 heads x 16 columns. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -186,59 +187,6 @@ INLINE void dot_segment(int NH, int NT, int BF16, int PIN, int WHOLE, const floa
     }
 }
 
-INLINE void score_tile(int NH, int NT, int BF16, int PIN, const float *ql, const float *qr, const void *lat,
-                       const void *kr, int R, int rope, float scale, float *s)
-{
-    __m256 acc[16];
-    float out[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i++) acc[i] = _mm256_setzero_ps();
-    dot_segment(NH, NT, BF16, PIN, 0, ql, R, lat, R, R, acc);
-    dot_segment(NH, NT, BF16, PIN, 0, qr, rope, kr, rope, rope, acc);
-    __m256 sc = _mm256_set1_ps(scale);
-    _mm256_storeu_ps(out, _mm256_mul_ps(sum8(acc), sc));
-    if (NH * NT > 8) _mm_storeu_ps(out + 8, _mm_mul_ps(sum4(acc + 8), _mm256_castps256_ps128(sc)));
-    for (int h = 0; h < NH; h++)
-        for (int t = 0; t < NT; t++) s[h * ATTN_BLOCK + t] = out[h * NT + t];
-}
-
-typedef void (*score_fn)(const float *ql, const float *qr, const void *lat, const void *kr, int R, int rope,
-                         float scale, float *s);
-#define SCORE_VARIANT(nh, nt, bf, pin, name)                                                                      \
-    static void name(const float *ql, const float *qr, const void *lat, const void *kr, int R, int rope, float scale, \
-                     float *s)                                                                                       \
-    {                                                                                                                 \
-        score_tile(nh, nt, bf, pin, ql, qr, lat, kr, R, rope, scale, s);                                              \
-    }
-#define WIDE_SCORE(nh, nt, bf) SCORE_VARIANT(nh, nt, bf, 0, score_##nh##_##nt##_##bf)
-WIDE_SCORE(1, 1, 0) WIDE_SCORE(2, 1, 0) WIDE_SCORE(3, 1, 0) WIDE_SCORE(1, 4, 0) WIDE_SCORE(2, 4, 0) WIDE_SCORE(3, 4, 0)
-WIDE_SCORE(1, 1, 1) WIDE_SCORE(2, 1, 1) WIDE_SCORE(1, 4, 1) WIDE_SCORE(2, 4, 1)
-/* A tile shape: nh heads x nt positions, and its variants [whole: nt positions, else 1][heads - 1]. */
-typedef struct { int nh, nt; score_fn tile[2][4]; } score_shape;
-/* Groups of more than 4 heads, whose queries outgrow L1 and stream from L2: 4 positions per tile, so
- * that each query vector serves 4 FMAs. F32 3 heads (12 accumulators); BF16 2 heads, since the mask
- * that widens the odd values takes a register and 3 x 4 spills accumulators (measured by
- * bench_attention at R1's width: 3 x 4 BF16 about 0.7x the speed of 2 x 4). */
-static const score_shape score_wide[2] = {
-    {3, 4, {{score_1_1_0, score_2_1_0, score_3_1_0, NULL}, {score_1_4_0, score_2_4_0, score_3_4_0, NULL}}},
-    {2, 4, {{score_1_1_1, score_2_1_1, NULL, NULL}, {score_1_4_1, score_2_4_1, NULL, NULL}}}};
-static void attn_scores(int bf16, const float *ql, const float *qr, int nh, const void *lat, const void *kr, int nt,
-                        int R, int rope, float scale, float *s, const attention_ahead *ahead)
-{
-    const score_shape *sh = &score_wide[bf16];
-    size_t es = bf16 ? 2 : 4;
-    for (int t = 0; t < nt;) {
-        int whole = nt - t >= sh->nt, step = whole ? sh->nt : 1;
-        attention_prefetch(ahead, t, t + step);
-        for (int h = 0; h < nh; h += sh->nh) {
-            int hh = nh - h < sh->nh ? nh - h : sh->nh;
-            sh->tile[whole][hh - 1](ql + (size_t)h * R, qr + (size_t)h * rope, (const char *)lat + (size_t)t * R * es,
-                                    (const char *)kr + (size_t)t * rope * es, R, rope, scale, s + h * ATTN_BLOCK + t);
-        }
-        t += step;
-    }
-}
-
 /* exp(x) for x <= 0: Cephes' expf polynomial times 2^n built in the exponent bits; clamped at
  * -87.3 so that n >= -126 stays a normal power of two (e^-87.3 ~ 1e-38 weighs nothing beside the
  * block's maximum, which is e^0). */
@@ -258,53 +206,6 @@ INLINE __m256 exp_ps(__m256 x)
     p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
-/* Eight heads at once (rows of s past the group's nh are read but their results never stored): the
- * per-head maxima, sums and rescales are lanes of one vector, so no head waits on another's
- * horizontal reduction or on a scalar expf. Positions past nt are -inf for the max and 0 after exp
- * (the weighted pass never reads them). */
-static void softmax_heads8(float *s, int nh, int nt, float *m, float *l, float *alpha)
-{
-    __m256 part[8], ninf = _mm256_set1_ps(-INFINITY);
-    float mo[8] = {0}, lo[8] = {0}, ao[8];
-    int nv = (nt + 7) / 8;
-    memcpy(mo, m, (size_t)nh * sizeof(float));
-    memcpy(lo, l, (size_t)nh * sizeof(float));
-    for (int h = 0; h < 8; h++) {
-        const float *sh = s + h * ATTN_BLOCK;
-        part[h] = ninf;
-        for (int v = 0; v < (h < nh ? nv : 0); v++)
-            part[h] = _mm256_max_ps(part[h], _mm256_blendv_ps(ninf, _mm256_loadu_ps(sh + 8 * v),
-                                                              _mm256_castsi256_ps(lanes(nt - 8 * v))));
-    }
-    __m256 mold = _mm256_loadu_ps(mo), mnew = _mm256_max_ps(mold, max8(part));
-    _mm256_storeu_ps(mo, mnew);
-    for (int h = 0; h < 8; h++) {
-        float *sh = s + h * ATTN_BLOCK;
-        __m256 mv = _mm256_set1_ps(mo[h]);
-        part[h] = _mm256_setzero_ps();
-        for (int v = 0; v < (h < nh ? nv : 0); v++) {
-            __m256 e = _mm256_and_ps(exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sh + 8 * v), mv)),
-                                     _mm256_castsi256_ps(lanes(nt - 8 * v)));
-            _mm256_storeu_ps(sh + 8 * v, e);
-            part[h] = _mm256_add_ps(part[h], e);
-        }
-    }
-    __m256 a = exp_ps(_mm256_sub_ps(mold, mnew));
-    _mm256_storeu_ps(ao, a);
-    _mm256_storeu_ps(lo, _mm256_fmadd_ps(_mm256_loadu_ps(lo), a, sum8(part)));
-    memcpy(m, mo, (size_t)nh * sizeof(float));
-    memcpy(l, lo, (size_t)nh * sizeof(float));
-    memcpy(alpha, ao, (size_t)nh * sizeof(float));
-}
-
-static void attn_softmax_block(float *s, int nh, int nt, float *m, float *l, float *alpha)
-{
-    for (int h = 0; h < nh; h += 8) {
-        int hh = nh - h < 8 ? nh - h : 8;
-        softmax_heads8(s + h * ATTN_BLOCK, hh, nt, m + h, l + h, alpha + h);
-    }
 }
 
 /* acc[h][c0 .. c0 + 16) = acc * alpha[h] + sum_t s[h][t] lat[t][c0 .. c0 + 16), the columns in
@@ -349,28 +250,6 @@ INLINE void weighted_tile(int NH, int BF16, int TAIL, int HS, int TS, float *acc
 }
 
 typedef void (*weighted_fn)(float *acc, int R, const float *alpha, const float *s, const void *lat, int nt, int c0);
-#define WEIGHTED_VARIANT(nh, bf, tail)                                                                            \
-    static void weighted_##nh##_##bf##_##tail(float *acc, int R, const float *alpha, const float *s,               \
-                                              const void *lat, int nt, int c0)                                      \
-    {                                                                                                              \
-        weighted_tile(nh, bf, tail, ATTN_BLOCK, 1, acc, R, alpha, s, lat, nt, c0);                                 \
-    }
-#define WEIGHTED_HEADS(nh) WEIGHTED_VARIANT(nh, 0, 0) WEIGHTED_VARIANT(nh, 0, 1) WEIGHTED_VARIANT(nh, 1, 0) WEIGHTED_VARIANT(nh, 1, 1)
-WEIGHTED_HEADS(1) WEIGHTED_HEADS(2) WEIGHTED_HEADS(3) WEIGHTED_HEADS(4) WEIGHTED_HEADS(5) WEIGHTED_HEADS(6)
-#define WEIGHTED_ROW(nh, bf) {weighted_##nh##_##bf##_0, weighted_##nh##_##bf##_1}
-#define WEIGHTED_DTYPE(bf) \
-    {WEIGHTED_ROW(1, bf), WEIGHTED_ROW(2, bf), WEIGHTED_ROW(3, bf), WEIGHTED_ROW(4, bf), WEIGHTED_ROW(5, bf), WEIGHTED_ROW(6, bf)}
-/* 6 heads x 16 columns: 12 accumulators, and each latent vector serves 6 FMAs. [bf16][heads - 1][tail] */
-static const weighted_fn weighted_table[2][6][2] = {WEIGHTED_DTYPE(0), WEIGHTED_DTYPE(1)};
-
-static void attn_weighted(int bf16, float *acc, int nh, int R, const float *alpha, const float *s, const void *lat, int nt)
-{
-    for (int h = 0; h < nh; h += 6) {
-        const weighted_fn *tile = weighted_table[bf16][(nh - h < 6 ? nh - h : 6) - 1];
-        for (int c0 = 0; c0 < R; c0 += 16)
-            tile[R - c0 < 16](acc + (size_t)h * R, R, alpha + h, s + h * ATTN_BLOCK, lat, nt, c0);
-    }
-}
 
 /* Columns [c0 + 8 j, c0 + 8 j + 8) of a row in load16's order, for whole groups of 16: with BF16, P is
  * the parity of c0 / 8 (odd: the odd values of the group that began 8 columns earlier). */
@@ -684,31 +563,299 @@ static void attention_item_few_heads(const attention_item *it)
     memcpy(it->l, l, (size_t)it->nh * sizeof(float));
 }
 
-/* The item loop of attention_driver.h, with BF16 read in place: the cache is widened in registers
- * by the tiles (no conversion pass and no F32 copy of the block), the queries reordered to match
- * into the conversion buffer, and the weighted latents put back in order at the end. */
-void attention_item_avx2(const attention_item *it)
+/* ---------- Items of more than four heads (R1's groups of 32) ---------- */
+
+/* Scores as vectors over 16 heads: a tile's FMAs take a vector of 8 heads' queries and one broadcast
+ * element of a cache row, so no tile ends in a transpose-add tree and the softmax is vertical, lane
+ * h for head h. A tile of WIDE_NT positions x 16 heads keeps 12 accumulators, 2 query vectors and a
+ * broadcast in registers: 8 loads per 12 FMAs. The dot-product tiles (3 heads x 4 positions, the
+ * queries as memory operands) took 16 loads per 12 FMAs, and a core with two 32-byte loads per
+ * cycle (Zen 4) ran them at the loads' pace (bench_attention at R1's width: 62-73% of the FMA roof). */
+#define WIDE_NT 6
+
+/* r[i] = column i of the 8 x 8 block whose rows were r[0..8). */
+INLINE void transpose8(__m256 r[8])
+{
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
+/* qt[k][j] = q[h0 + j][k] for j < 16 (heads past nh zero), k < n: q's rows qs floats apart. */
+static void wide_queries(const float *q, size_t qs, int h0, int nh, int n, float *qt)
+{
+    for (int j0 = 0; j0 < 16; j0 += 8) {
+        int hh = nh - h0 - j0 < 8 ? nh - h0 - j0 : 8, k = 0;
+        const float *src = q + (size_t)(h0 + j0) * qs;
+        for (; hh == 8 && k + 8 <= n; k += 8) {
+            __m256 r[8];
+            for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + (size_t)i * qs + k);
+            transpose8(r);
+            for (int i = 0; i < 8; i++) _mm256_storeu_ps(qt + (size_t)(k + i) * 16 + j0, r[i]);
+        }
+        for (; k < n; k++)
+            for (int j = 0; j < 8; j++) qt[(size_t)k * 16 + j0 + j] = j < hh ? src[(size_t)j * qs + k] : 0.0f;
+    }
+}
+
+/* Lines to prefetch as a step's tiles run, one per k: the next block's rows into L2 (the first
+ * `far` ranges), then the next step's rows into L1 (the rest), so that its first broadcasts, or with
+ * BF16 its widening, do not wait on L2. Spread out: a burst of a tile's lines waits on the miss
+ * buffers. The range being read is copied into registers by wide_dot (cur, end, l1). */
+typedef struct {
+    const char *p[4], *end[4];
+    int n, far, i;
+    const char *cur, *cur_end;
+    int l1;
+} wide_pf;
+
+static void wide_pf_add(wide_pf *c, const char *p, const char *end)
+{
+    if (p < end) {
+        c->p[c->n] = p;
+        c->end[c->n++] = end;
+    }
+}
+
+/* The first range (i = 0) or the one after i. */
+INLINE void wide_pf_range(wide_pf *c, int i)
+{
+    c->i = i;
+    c->cur = i < c->n ? c->p[i] : NULL;
+    c->cur_end = i < c->n ? c->end[i] : NULL;
+    c->l1 = i >= c->far;
+}
+
+/* a[t][..] += qt[k][..] * x[t][k] over k < len (x rows xs apart). */
+INLINE void wide_dot(int NT, const float *qt, const float *x, int xs, int len, wide_pf *pf, __m256 a[WIDE_NT][2])
+{
+    const char *p = pf->cur, *e = pf->cur_end;
+    int l1 = pf->l1;
+#pragma GCC unroll 2
+    for (int k = 0; k < len; k++) {
+        if (p < e) {
+            if (l1)
+                __builtin_prefetch(p, 0, 3);
+            else
+                __builtin_prefetch(p, 0, 1);
+            p += 64;
+            if (p >= e) {
+                wide_pf_range(pf, pf->i + 1);
+                p = pf->cur;
+                e = pf->cur_end;
+                l1 = pf->l1;
+            }
+        }
+        __m256 q0 = _mm256_loadu_ps(qt + (size_t)k * 16), q1 = _mm256_loadu_ps(qt + (size_t)k * 16 + 8);
+#pragma GCC unroll 6
+        for (int t = 0; t < NT; t++) {
+            __m256 b = _mm256_broadcast_ss(x + (size_t)t * xs + k);
+            a[t][0] = _mm256_fmadd_ps(q0, b, a[t][0]);
+            a[t][1] = _mm256_fmadd_ps(q1, b, a[t][1]);
+        }
+    }
+    pf->cur = p;
+}
+
+/* s[t * 32 + ..16) = scale * (qt . row t) for NT positions. */
+INLINE void wide_score_tile(int NT, const float *qt, const float *lat, const float *kr, int R, int rope, float scale,
+                            float *s, wide_pf *pf)
+{
+    __m256 a[WIDE_NT][2];
+#pragma GCC unroll 6
+    for (int t = 0; t < NT; t++) a[t][0] = a[t][1] = _mm256_setzero_ps();
+    wide_dot(NT, qt, lat, R, R, pf, a);
+    wide_dot(NT, qt + (size_t)R * 16, kr, rope, rope, pf, a);
+    __m256 sc = _mm256_set1_ps(scale);
+#pragma GCC unroll 6
+    for (int t = 0; t < NT; t++) {
+        _mm256_storeu_ps(s + t * 32, _mm256_mul_ps(a[t][0], sc));
+        _mm256_storeu_ps(s + t * 32 + 8, _mm256_mul_ps(a[t][1], sc));
+    }
+}
+
+typedef void (*wide_score_fn)(const float *qt, const float *lat, const float *kr, int R, int rope, float scale, float *s,
+                              wide_pf *pf);
+#define WIDE_SCORE_VARIANT(n)                                                                                     \
+    static void wide_score_##n(const float *qt, const float *lat, const float *kr, int R, int rope, float scale,   \
+                               float *s, wide_pf *pf)                                                             \
+    {                                                                                                             \
+        wide_score_tile(n, qt, lat, kr, R, rope, scale, s, pf);                                                   \
+    }
+WIDE_SCORE_VARIANT(1) WIDE_SCORE_VARIANT(2) WIDE_SCORE_VARIANT(3) WIDE_SCORE_VARIANT(4) WIDE_SCORE_VARIANT(5)
+WIDE_SCORE_VARIANT(6)
+/* [positions - 1] */
+static const wide_score_fn wide_scores[WIDE_NT] = {wide_score_1, wide_score_2, wide_score_3,
+                                                   wide_score_4, wide_score_5, wide_score_6};
+
+/* Weighted tiles over position-major scores s[t * 32 + h], F32 rows. [heads - 1][tail] */
+#define WIDE_WEIGHTED_VARIANT(nh, bf, tail)                                                                       \
+    static void wide_weighted_##nh##_##bf##_##tail(float *acc, int R, const float *alpha, const float *s,          \
+                                                   const void *lat, int nt, int c0)                                \
+    {                                                                                                              \
+        weighted_tile(nh, bf, tail, 1, 32, acc, R, alpha, s, lat, nt, c0);                                         \
+    }
+#define WIDE_WEIGHTED_HEADS(nh)                                                                                   \
+    WIDE_WEIGHTED_VARIANT(nh, 0, 0) WIDE_WEIGHTED_VARIANT(nh, 0, 1) WIDE_WEIGHTED_VARIANT(nh, 1, 0)               \
+    WIDE_WEIGHTED_VARIANT(nh, 1, 1)
+WIDE_WEIGHTED_HEADS(1) WIDE_WEIGHTED_HEADS(2) WIDE_WEIGHTED_HEADS(3) WIDE_WEIGHTED_HEADS(4) WIDE_WEIGHTED_HEADS(5)
+WIDE_WEIGHTED_HEADS(6)
+#define WIDE_WEIGHTED_ROW(nh, bf) {wide_weighted_##nh##_##bf##_0, wide_weighted_##nh##_##bf##_1}
+#define WIDE_WEIGHTED_DTYPE(bf)                                                                                   \
+    {WIDE_WEIGHTED_ROW(1, bf), WIDE_WEIGHTED_ROW(2, bf), WIDE_WEIGHTED_ROW(3, bf),                                \
+     WIDE_WEIGHTED_ROW(4, bf), WIDE_WEIGHTED_ROW(5, bf), WIDE_WEIGHTED_ROW(6, bf)}
+/* [bf16][heads - 1][tail] */
+static const weighted_fn wide_weighted_table[2][6][2] = {WIDE_WEIGHTED_DTYPE(0), WIDE_WEIGHTED_DTYPE(1)};
+
+/* The block's softmax, vertical (lane j: head h0 + j), 8 heads at a time: m to the block's maximum,
+ * alpha = exp(m_old - m) (0 at an item's first block: exp_ps of -inf is its clamp, e^-87.3, times
+ * l = 0 and acc = 0), s = exp(s - m), l = l alpha + sum_t s. */
+static void wide_softmax(float *s, int nh, int nt, float *m, float *l, float *alpha)
+{
+    for (int h0 = 0; h0 < nh; h0 += 8) {
+        int hh = nh - h0 < 8 ? nh - h0 : 8;
+        float mo[8] = {0}, lo[8] = {0}, ao[8];
+        memcpy(mo, m + h0, (size_t)hh * sizeof(float));
+        memcpy(lo, l + h0, (size_t)hh * sizeof(float));
+        __m256 mold = _mm256_loadu_ps(mo), mx = mold, sum = _mm256_setzero_ps();
+        for (int t = 0; t < nt; t++) mx = _mm256_max_ps(mx, _mm256_loadu_ps(s + t * 32 + h0));
+        __m256 al = exp_ps(_mm256_sub_ps(mold, mx));
+        for (int t = 0; t < nt; t++) {
+            float *p = s + t * 32 + h0;
+            __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(p), mx));
+            _mm256_storeu_ps(p, e);
+            sum = _mm256_add_ps(sum, e);
+        }
+        __m256 mnew = mx;
+        _mm256_storeu_ps(lo, _mm256_fmadd_ps(_mm256_loadu_ps(lo), al, sum));
+        _mm256_storeu_ps(mo, mnew);
+        _mm256_storeu_ps(ao, al);
+        memcpy(m + h0, mo, (size_t)hh * sizeof(float));
+        memcpy(l + h0, lo, (size_t)hh * sizeof(float));
+        memcpy(alpha + h0, ao, (size_t)hh * sizeof(float));
+    }
+}
+
+/* n BF16 rows of len values (src rows len apart) to floats in load16's order, row after row. */
+static void widen_rows(const uint16_t *src, int n, int len, float *dst)
+{
+    for (int t = 0; t < n; t++, src += len, dst += len) {
+        int k = 0;
+        for (; k + 16 <= len; k += 16) {
+            __m256 lo, hi;
+            load16(1, src, k, &lo, &hi);
+            _mm256_storeu_ps(dst + k, lo);
+            _mm256_storeu_ps(dst + k + 8, hi);
+        }
+        for (; k < len; k++) {
+            uint32_t u = (uint32_t)src[k] << 16;
+            memcpy(dst + k, &u, sizeof u);
+        }
+    }
+}
+
+/* One block: the scores of both halves of the group for each WIDE_NT positions (the rows stay in
+ * L1 between them; a BF16 cache's rows widened first into conv, WIDE_NT rows at a time, since the
+ * broadcasts read single floats), the softmax, the weighted latents (BF16 read in place, in
+ * load16's order). */
+static void wide_block(const attention_item *it, const float *qt, int t, int nt, float *s, float *alpha)
 {
     const attention_kv *kv = it->kv;
     int R = kv->R, rope = kv->rope, nh = it->nh, bf16 = kv->dtype == DTYPE_BF16;
     size_t es = dtype_size(kv->dtype);
-    float s[ATTN_GROUP_HEADS * ATTN_BLOCK] __attribute__((aligned(64)));
-    float alpha[ATTN_GROUP_HEADS];
-    const float *ql, *qr;
-    if (nh <= 4) {
-        attention_item_few_heads(it);
-    } else {
-        item_start(it, &ql, &qr);
-        for (int t = it->t0; t < it->t1; t += ATTN_BLOCK) {
-            int nt = it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK;
-            const void *lat = (const char *)kv->latent + (size_t)t * R * es;
-            const void *kr = (const char *)kv->krope + (size_t)t * rope * es;
-            attention_ahead ahead = attention_block_after(kv, t, it->n, ATTN_BLOCK);
-            attn_scores(bf16, ql, qr, nh, lat, kr, nt, R, rope, kv->scale, s, &ahead);
-            attn_softmax_block(s, nh, nt, it->m, it->l, alpha);
-            attn_weighted(bf16, it->acc, nh, R, alpha, s, lat, nt);
+    const char *lat = (const char *)kv->latent + (size_t)t * R * es, *kr = (const char *)kv->krope + (size_t)t * rope * es;
+    attention_ahead ahead = attention_block_after(kv, t, it->n, ATTN_BLOCK);
+    for (int u = 0; u < nt; u += WIDE_NT) {
+        int n = nt - u < WIDE_NT ? nt - u : WIDE_NT, pa = u < ahead.rows ? u : ahead.rows;
+        int pb = u + n < ahead.rows ? u + n : ahead.rows;
+        wide_pf pf = {.n = 0};
+        if (pa < pb) {
+            wide_pf_add(&pf, ahead.lat + pa * ahead.lat_row, ahead.lat + pb * ahead.lat_row);
+            wide_pf_add(&pf, ahead.kr + pa * ahead.kr_row, ahead.kr + pb * ahead.kr_row);
         }
+        pf.far = pf.n;
+        int na = t + u + n, nb = na + WIDE_NT < it->t1 ? na + WIDE_NT : it->t1;
+        if (na < nb) {
+            const char *l0 = (const char *)kv->latent, *k0 = (const char *)kv->krope;
+            wide_pf_add(&pf, l0 + (size_t)na * R * es, l0 + (size_t)nb * R * es);
+            wide_pf_add(&pf, k0 + (size_t)na * rope * es, k0 + (size_t)nb * rope * es);
+        }
+        wide_pf_range(&pf, 0);
+        const float *ul = (const float *)(lat + (size_t)u * R * es), *ur = (const float *)(kr + (size_t)u * rope * es);
+        if (bf16) {
+            widen_rows((const uint16_t *)lat + (size_t)u * R, n, R, it->conv);
+            widen_rows((const uint16_t *)kr + (size_t)u * rope, n, rope, it->conv + (size_t)n * R);
+            ul = it->conv;
+            ur = it->conv + (size_t)n * R;
+        }
+        for (int v = 0; 16 * v < nh; v++)
+            wide_scores[n - 1](qt + (size_t)v * 16 * (R + rope), ul, ur, R, rope, kv->scale, s + u * 32 + 16 * v, &pf);
     }
-    if (bf16)
-        for (int h = 0; h < nh; h++) natural_order(it->acc + (size_t)h * R, R);
+    wide_softmax(s, nh, nt, it->m, it->l, alpha);
+    for (int h = 0; h < nh; h += 6) {
+        const weighted_fn *tile = wide_weighted_table[bf16][(nh - h < 6 ? nh - h : 6) - 1];
+        for (int c0 = 0; c0 < R; c0 += 16) tile[R - c0 < 16](it->acc + (size_t)h * R, R, alpha + h, s + h, lat, nt, c0);
+    }
+}
+
+/* conv: WIDE_NT widened rows, then with a BF16 cache the group's queries in load16's order (as
+ * item_start leaves them), then the transposed queries, [2][R + rope][16]. */
+static void wide_item(const attention_item *it)
+{
+    const attention_kv *kv = it->kv;
+    int nh = it->nh, R = kv->R, rope = kv->rope;
+    size_t w = (size_t)R + rope;
+    float s[ATTN_BLOCK * 32] __attribute__((aligned(64)));
+    float alpha[ATTN_GROUP_HEADS];
+    float *qt = it->conv + (size_t)ATTN_BLOCK * w;
+    const float *ql = it->q_lat, *qr = it->q_rope;
+    size_t qls = (size_t)R, qrs = (size_t)rope;
+    if (kv->dtype == DTYPE_BF16) {
+        float *ordered = it->conv + (size_t)WIDE_NT * w;
+        for (int h = 0; h < nh; h++) {
+            bf16_order(it->q_lat + (size_t)h * R, R, ordered + (size_t)h * w);
+            bf16_order(it->q_rope + (size_t)h * rope, rope, ordered + (size_t)h * w + R);
+        }
+        ql = ordered;
+        qr = ordered + R;
+        qls = qrs = w;
+    }
+    for (int v = 0; 16 * v < nh; v++) {
+        wide_queries(ql, qls, 16 * v, nh, R, qt + (size_t)v * 16 * w);
+        wide_queries(qr, qrs, 16 * v, nh, rope, qt + (size_t)v * 16 * w + (size_t)R * 16);
+    }
+    for (int h = 0; h < nh; h++) {
+        it->m[h] = -INFINITY;
+        it->l[h] = 0.0f;
+    }
+    memset(it->acc, 0, (size_t)nh * R * sizeof(float));
+    for (int t = it->t0; t < it->t1; t += ATTN_BLOCK)
+        wide_block(it, qt, t, it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK, s, alpha);
+}
+_Static_assert(WIDE_NT + ATTN_GROUP_HEADS <= ATTN_BLOCK, "conv holds the widened rows and the ordered queries");
+_Static_assert(ATTN_GROUP_HEADS == 32, "wide_item's scores hold a group in two halves of 16");
+
+/* Items of four heads or fewer, and the rest (R1's groups of 32). With a BF16 cache both keep the
+ * weighted latents in load16's order (the cache is read in place, widened in registers, with the
+ * queries reordered to match), put back in order here. */
+void attention_item_avx2(const attention_item *it)
+{
+    if (it->nh <= 4)
+        attention_item_few_heads(it);
+    else
+        wide_item(it);
+    if (it->kv->dtype == DTYPE_BF16)
+        for (int h = 0; h < it->nh; h++) natural_order(it->acc + (size_t)h * it->kv->R, it->kv->R);
 }

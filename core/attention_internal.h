@@ -26,7 +26,7 @@
 
 /* A thread's buffer: [ATTN_BLOCK][R + rope] floats for a BF16 block widened, then room for a group's
  * queries and weighted latents in another order ([R + rope][ATTN_GROUP_HEADS] and
- * [R][ATTN_GROUP_HEADS]: AVX-512's loop for many heads). */
+ * [R][ATTN_GROUP_HEADS]: the AVX-512 and AVX2 loops for many heads). */
 #define ATTN_CONV_FLOATS(R, rope) ((size_t)(ATTN_BLOCK + 2 * ATTN_GROUP_HEADS) * ((size_t)(R) + (size_t)(rope)))
 
 typedef struct {
