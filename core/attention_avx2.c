@@ -18,24 +18,21 @@
 static const int32_t lane_window[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
 INLINE __m256i lanes(int n) { return _mm256_loadu_si256((const __m256i *)(lane_window + 8 - (n < 0 ? 0 : n < 8 ? n : 8))); }
 
-/* Within each 128-bit half, lane i of the result is op over a[i]'s half (4 vectors in, 4 results per
- * half out): unpack pairs, then quads, each level one op (no hadd: 3 uops each); and op over all 8
- * lanes of a[i] (8 vectors in). Sums for the scores, maxima for the softmax. */
-#define REDUCE8(name, op)                                                                                         \
-    INLINE __m256 name##4_halves(__m256 a0, __m256 a1, __m256 a2, __m256 a3)                                      \
-    {                                                                                                             \
-        __m256 x0 = op(_mm256_unpacklo_ps(a0, a1), _mm256_unpackhi_ps(a0, a1));                                   \
-        __m256 x1 = op(_mm256_unpacklo_ps(a2, a3), _mm256_unpackhi_ps(a2, a3));                                   \
-        return op(_mm256_shuffle_ps(x0, x1, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(x0, x1, _MM_SHUFFLE(3, 2, 3, 2))); \
-    }                                                                                                             \
-    INLINE __m256 name##8(const __m256 *a)                                                                        \
-    {                                                                                                             \
-        __m256 y0 = name##4_halves(a[0], a[1], a[2], a[3]), y1 = name##4_halves(a[4], a[5], a[6], a[7]);          \
-        return op(_mm256_permute2f128_ps(y0, y1, 0x20), _mm256_permute2f128_ps(y0, y1, 0x31));                    \
-    }
-REDUCE8(sum, _mm256_add_ps)
-REDUCE8(max, _mm256_max_ps)
+/* Within each 128-bit half, lane i of the result is the sum of a[i]'s half (4 vectors in, 4 results
+ * per half out): unpack pairs, then quads, each level one add (no hadd: 3 uops each). */
+INLINE __m256 sum4_halves(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
+{
+    __m256 x0 = _mm256_add_ps(_mm256_unpacklo_ps(a0, a1), _mm256_unpackhi_ps(a0, a1));
+    __m256 x1 = _mm256_add_ps(_mm256_unpacklo_ps(a2, a3), _mm256_unpackhi_ps(a2, a3));
+    return _mm256_add_ps(_mm256_shuffle_ps(x0, x1, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(x0, x1, _MM_SHUFFLE(3, 2, 3, 2)));
+}
 
+/* Lane i of the result is the sum of the 8 lanes of a[i] (8 vectors in). */
+INLINE __m256 sum8(const __m256 *a)
+{
+    __m256 y0 = sum4_halves(a[0], a[1], a[2], a[3]), y1 = sum4_halves(a[4], a[5], a[6], a[7]);
+    return _mm256_add_ps(_mm256_permute2f128_ps(y0, y1, 0x20), _mm256_permute2f128_ps(y0, y1, 0x31));
+}
 
 /* Lane i of the result is the sum of the 8 lanes of a[i]. */
 INLINE __m128 sum4(const __m256 *a)
