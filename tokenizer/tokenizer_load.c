@@ -42,12 +42,18 @@ static int json_flag(const cJSON *obj, const char *key)
 
 /* ---------------- model ---------------- */
 
+/* Ids index the per-id tables (18 bytes an id), so the file's largest id sizes them: vocabularies
+ * stay in the hundreds of thousands, and an id in the billions (a corrupt file: the fuzzer found
+ * one) must be refused, not allocated. */
+#define TOKENIZER_MAX_ID 2097151
+
+/* The id v holds: -1 when it is not an integer >= 0, -2 when it passes TOKENIZER_MAX_ID. */
 static int32_t json_id(const cJSON *v)
 {
     if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 0x7FFFFFF0 ||
         v->valuedouble != (double)(int32_t)v->valuedouble)
         return -1;
-    return (int32_t)v->valuedouble;
+    return v->valuedouble > TOKENIZER_MAX_ID ? -2 : (int32_t)v->valuedouble;
 }
 
 static int note_id(tokenizer *tok, int32_t id)
@@ -61,6 +67,7 @@ static int load_vocab(tokenizer *tok, const cJSON *vocab, const char *path, char
     if (!cJSON_IsObject(vocab)) { error_set(err, errlen, "%s: model.vocab: expected an object token -> id", path); return -1; }
     for (const cJSON *e = vocab->child; e; e = e->next) {
         int32_t id = json_id(e);
+        if (id == -2) { error_set(err, errlen, "%s: model.vocab[\"%.80s\"]: id %.0f is past the largest supported id (%d)", path, e->string, e->valuedouble, TOKENIZER_MAX_ID); return -1; }
         if (id < 0) { error_set(err, errlen, "%s: model.vocab[\"%.80s\"]: expected a non-negative integer id", path, e->string); return -1; }
         if (str_map_put(&tok->vocab, e->string, strlen(e->string), id) < 0) goto oom;
         note_id(tok, id);
@@ -165,7 +172,12 @@ static int load_added(tokenizer *tok, const cJSON *list, const char *path, char 
     if (!tok->added) { error_set(err, errlen, "%s: out of memory", path); return -1; }
     for (const cJSON *e = list->child; e; e = e->next, i++) {
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, "content");
-        int32_t id = json_id(cJSON_GetObjectItemCaseSensitive(e, "id"));
+        const cJSON *idv = cJSON_GetObjectItemCaseSensitive(e, "id");
+        int32_t id = json_id(idv);
+        if (id == -2) {
+            error_set(err, errlen, "%s: added_tokens[%zu]: id %.0f is past the largest supported id (%d)", path, i, idv->valuedouble, TOKENIZER_MAX_ID);
+            return -1;
+        }
         if (!cJSON_IsString(content) || id < 0) {
             error_set(err, errlen, "%s: added_tokens[%zu]: expected {\"id\": integer >= 0, \"content\": string, ...}", path, i);
             return -1;
