@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "core/attention_internal.h"
+#include "core/kernels.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -735,9 +736,8 @@ static void wide_softmax(float *s, int nh, int nt, float *m, float *l, float *al
             _mm256_storeu_ps(p, e);
             sum = _mm256_add_ps(sum, e);
         }
-        __m256 mnew = mx;
         _mm256_storeu_ps(lo, _mm256_fmadd_ps(_mm256_loadu_ps(lo), al, sum));
-        _mm256_storeu_ps(mo, mnew);
+        _mm256_storeu_ps(mo, mx);
         _mm256_storeu_ps(ao, al);
         memcpy(m + h0, mo, (size_t)hh * sizeof(float));
         memcpy(l + h0, lo, (size_t)hh * sizeof(float));
@@ -756,10 +756,7 @@ static void widen_rows(const uint16_t *src, int n, int len, float *dst)
             _mm256_storeu_ps(dst + k, lo);
             _mm256_storeu_ps(dst + k + 8, hi);
         }
-        for (; k < len; k++) {
-            uint32_t u = (uint32_t)src[k] << 16;
-            memcpy(dst + k, &u, sizeof u);
-        }
+        for (; k < len; k++) dst[k] = bf16_to_float(src[k]);
     }
 }
 
@@ -807,8 +804,8 @@ static void wide_block(const attention_item *it, const float *qt, int t, int nt,
     }
 }
 
-/* conv: WIDE_NT widened rows, then with a BF16 cache the group's queries in load16's order (as
- * item_start leaves them), then the transposed queries, [2][R + rope][16]. */
+/* conv: WIDE_NT widened rows (before the first block, item_start's queries in load16's order, read
+ * once by the transposes), then the transposed queries, [2][R + rope][16]. */
 static void wide_item(const attention_item *it)
 {
     const attention_kv *kv = it->kv;
@@ -817,31 +814,15 @@ static void wide_item(const attention_item *it)
     float s[ATTN_BLOCK * 32] __attribute__((aligned(64)));
     float alpha[ATTN_GROUP_HEADS];
     float *qt = it->conv + (size_t)ATTN_BLOCK * w;
-    const float *ql = it->q_lat, *qr = it->q_rope;
-    size_t qls = (size_t)R, qrs = (size_t)rope;
-    if (kv->dtype == DTYPE_BF16) {
-        float *ordered = it->conv + (size_t)WIDE_NT * w;
-        for (int h = 0; h < nh; h++) {
-            bf16_order(it->q_lat + (size_t)h * R, R, ordered + (size_t)h * w);
-            bf16_order(it->q_rope + (size_t)h * rope, rope, ordered + (size_t)h * w + R);
-        }
-        ql = ordered;
-        qr = ordered + R;
-        qls = qrs = w;
-    }
+    const float *ql, *qr;
+    item_start(it, &ql, &qr);
     for (int v = 0; 16 * v < nh; v++) {
-        wide_queries(ql, qls, 16 * v, nh, R, qt + (size_t)v * 16 * w);
-        wide_queries(qr, qrs, 16 * v, nh, rope, qt + (size_t)v * 16 * w + (size_t)R * 16);
+        wide_queries(ql, (size_t)R, 16 * v, nh, R, qt + (size_t)v * 16 * w);
+        wide_queries(qr, (size_t)rope, 16 * v, nh, rope, qt + (size_t)v * 16 * w + (size_t)R * 16);
     }
-    for (int h = 0; h < nh; h++) {
-        it->m[h] = -INFINITY;
-        it->l[h] = 0.0f;
-    }
-    memset(it->acc, 0, (size_t)nh * R * sizeof(float));
     for (int t = it->t0; t < it->t1; t += ATTN_BLOCK)
         wide_block(it, qt, t, it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK, s, alpha);
 }
-_Static_assert(WIDE_NT + ATTN_GROUP_HEADS <= ATTN_BLOCK, "conv holds the widened rows and the ordered queries");
 _Static_assert(ATTN_GROUP_HEADS == 32, "wide_item's scores hold a group in two halves of 16");
 
 /* Items of four heads or fewer, and the rest (R1's groups of 32). With a BF16 cache both keep the
