@@ -57,10 +57,14 @@ static void check_kills(const config *c, const char *ref, long prefill_size, lon
     int in_prefill = 0, kills = 0;
     long last = 0;
     for (int k = 0; k < KILLS_PER_CONFIG; k++) {
-        /* The first kills aim inside the prefill's records, the rest anywhere after. */
-        long lo = last + 1, hi = k < 2 ? prefill_size : full_size;
+        /* The first two kills aim inside the prefill's records, the rest after. Each aims within an
+         * even share of what is left, not anywhere up to the end: a target among the last records
+         * can be passed between two polls on a busy machine, and the run ends before the kill. */
+        int decode = k >= 2, left = decode ? KILLS_PER_CONFIG - k : 2 - k;
+        long lo = decode && last < prefill_size ? prefill_size : last + 1, hi = decode ? full_size : prefill_size;
         if (lo >= hi) lo = hi - 1;
-        long target = lo + rand() % (hi - lo);
+        long share = (hi - lo) / (left + decode);
+        long target = lo + rand() % (share > 0 ? share : 1);
         long at = proc_kill_at_size((char *const *)a, session, target);
         if (at < 0) break; /* the run finished before the kill */
         kills++;
