@@ -544,8 +544,9 @@ static pf_cursor rows_of(const attention_kv *kv, int next, int rows)
  * (Zen 4: 62-65% of the memory roof against 73-80%). Where L1 holds two blocks with room to spare
  * (Zen 5's 48 KiB against 2 x 20 KB at the embedded width) they go straight into L1: on Zen 5
  * (bench_attention, interleaved runs) that read faster than into L2, most with both cores
- * streaming; Zen 4's 32 KiB does not hold them and prefetches into L2. Two blocks ahead (into L2)
- * measured slower than one on Zen 5. */
+ * streaming; Zen 4's 32 KiB does not hold them and prefetches into L2, as Intel cores do (slower
+ * into L1 there: attention_l1_prefetch_bytes). Two blocks ahead (into L2) measured slower than one
+ * on Zen 5. */
 INLINE void few_block(int NH, int PAIRS, int R, int rope, const attention_item *it, const float *ql, const float *qr, int t,
                       int nt, int next_rows, few_state *st, float *raw, float *w)
 {
@@ -615,7 +616,7 @@ INLINE void few_item(int NH, int PAIRS, const attention_item *it)
     int full = PAIRS ? ATTN_BLOCK : ATTN_BLOCK / 2, blk = ATTN_RAMP_FIRST < full ? ATTN_RAMP_FIRST : full;
     size_t block_bytes = (size_t)full * (R + rope) * (PAIRS ? 2 : 4);
     few_state st = {.m = _mm512_set1_ps(-INFINITY), .l = _mm512_setzero_ps(),
-                    .pf_l1 = 8 * 2 * block_bytes <= 7 * (size_t)it->l1d_bytes};
+                    .pf_l1 = 8 * 2 * block_bytes <= 7 * (size_t)it->l1_prefetch_bytes};
     for (int t = it->t0; t < it->t1;) {
         int nt = it->t1 - t < blk ? it->t1 - t : blk, next = 2 * blk < full ? 2 * blk : full;
         few_block(NH, PAIRS, R, rope, it, ql, qr, t, nt, next, &st, raw, w);

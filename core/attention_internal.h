@@ -38,12 +38,13 @@ typedef struct {
     float *acc;                   /* [nh][R] unnormalized weighted latents */
     float *m, *l;                 /* [nh] running max of the scaled scores, sum of exp(score - m) */
     float *conv;                  /* ATTN_CONV_FLOATS(R, rope): a BF16 block widened, a path's work */
-    int l1d_bytes;                /* this CPU's L1 data cache (attention_l1d_bytes) */
+    int l1_prefetch_bytes;        /* L1 data cache prefetches may fill, 0: none (attention_l1_prefetch_bytes) */
 } attention_item;
 
-/* The L1 data cache's size from CPUID (AMD leaf 0x80000005, else the deterministic cache leaf 4),
- * 32 KiB when neither says; read once. */
-int attention_l1d_bytes(void);
+/* The L1 data cache's size (CPUID: AMD leaf 0x80000005, else the deterministic cache leaf 4, 32 KiB
+ * when neither says) on AMD, where the few-heads loop prefetches into L1 when it holds two blocks;
+ * 0 on other vendors (see attention.c). */
+int attention_l1_prefetch_bytes(void);
 
 /* The cache rows of the block after the one being scored: the score pass prefetches them a few rows
  * at a time, one block (ATTN_BLOCK positions) ahead. The hardware prefetcher alone leaves the core
