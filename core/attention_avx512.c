@@ -859,16 +859,12 @@ static void wide_block(const attention_item *it, const float *qt, float *at, int
     const attention_kv *kv = it->kv;
     int R = kv->R, rope = kv->rope, bf16 = kv->dtype != DTYPE_F32;
     float s[ATTN_BLOCK * 32] __attribute__((aligned(64)));
-    const float *lat = it->conv, *kr = it->conv + (size_t)nt * R;
-    if (!bf16) block_rows(kv, t, nt, it->conv, &lat, &kr);
+    const float *lat, *kr;
+    block_rows(kv, t, nt, it->conv, 0, &lat, &kr);
     attention_ahead ahead = attention_block_after(kv, t, it->n, ATTN_BLOCK);
     for (int u = 0; u < nt; u += WIDE_NT) {
         int n = nt - u < WIDE_NT ? nt - u : WIDE_NT, pa = u < ahead.rows ? u : ahead.rows;
-        if (bf16) {
-            attn_widen_bf16((const uint16_t *)kv->latent + (size_t)(t + u) * R, n * R, it->conv + (size_t)u * R);
-            attn_widen_bf16((const uint16_t *)kv->krope + (size_t)(t + u) * rope, n * rope,
-                            it->conv + (size_t)nt * R + (size_t)u * rope);
-        }
+        if (bf16) widen_block_rows(kv, t, nt, u, n, it->conv);
         int pb = u + n < ahead.rows ? u + n : ahead.rows;
         wide_pf pf = {NULL, NULL, NULL, NULL};
         if (pa < pb)

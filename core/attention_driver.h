@@ -19,16 +19,25 @@
 #define ATTN_ISA_PASTE(name, isa) name##_##isa
 #define ATTN_ISA_NAME(name, isa) ATTN_ISA_PASTE(name, isa)
 
-/* The F32 rows of positions [t, t + nt): the cache itself, or the block widened into conv. */
-static void block_rows(const attention_kv *kv, int t, int nt, float *conv, const float **lat, const float **kr)
+/* Rows [u, u + n) of the BF16 block of nt positions at t, widened into their places in conv: the
+ * block's latents [nt][R], then its rope keys [nt][rope]. */
+static void widen_block_rows(const attention_kv *kv, int t, int nt, int u, int n, float *conv)
+{
+    attn_widen_bf16((const uint16_t *)kv->latent + (size_t)(t + u) * kv->R, n * kv->R, conv + (size_t)u * kv->R);
+    attn_widen_bf16((const uint16_t *)kv->krope + (size_t)(t + u) * kv->rope, n * kv->rope,
+                    conv + (size_t)nt * kv->R + (size_t)u * kv->rope);
+}
+
+/* The F32 rows of positions [t, t + nt): the cache itself, or the block widened into conv (widen:
+ * now; else the caller widens it, widen_block_rows). */
+static void block_rows(const attention_kv *kv, int t, int nt, float *conv, int widen, const float **lat, const float **kr)
 {
     if (kv->dtype == DTYPE_F32) {
         *lat = (const float *)kv->latent + (size_t)t * kv->R;
         *kr = (const float *)kv->krope + (size_t)t * kv->rope;
         return;
     }
-    attn_widen_bf16((const uint16_t *)kv->latent + (size_t)t * kv->R, nt * kv->R, conv);
-    attn_widen_bf16((const uint16_t *)kv->krope + (size_t)t * kv->rope, nt * kv->rope, conv + (size_t)nt * kv->R);
+    if (widen) widen_block_rows(kv, t, nt, 0, nt, conv);
     *lat = conv;
     *kr = conv + (size_t)nt * kv->R;
 }
@@ -47,7 +56,7 @@ void ATTN_ISA_NAME(attention_item, ATTN_ISA)(const attention_item *it)
     for (int t = it->t0; t < it->t1; t += ATTN_BLOCK) {
         int nt = it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK;
         const float *lat, *kr;
-        block_rows(kv, t, nt, it->conv, &lat, &kr);
+        block_rows(kv, t, nt, it->conv, 1, &lat, &kr);
         attention_ahead ahead = attention_block_after(kv, t, it->n, ATTN_BLOCK);
         attn_scores(it->q_lat, it->q_rope, nh, lat, kr, nt, R, rope, kv->scale, s, &ahead);
         attn_softmax_block(s, nh, nt, it->m, it->l, alpha);
