@@ -303,8 +303,91 @@ INLINE void few_weighted_tile(int NH, int NU, int P, int BF16, float *acc, int R
 #define FEW_WEIGHTED_SHAPES(nh, bf)                                                                               \
     FEW_WEIGHTED_VARIANT(nh, 2, 0, bf) FEW_WEIGHTED_VARIANT(nh, 2, 1, bf) FEW_WEIGHTED_VARIANT(nh, 3, 0, bf)      \
     FEW_WEIGHTED_VARIANT(nh, 3, 1, bf)
-FEW_WEIGHTED_SHAPES(1, 0) FEW_WEIGHTED_SHAPES(2, 0) FEW_WEIGHTED_SHAPES(3, 0) FEW_WEIGHTED_SHAPES(4, 0)
-FEW_WEIGHTED_SHAPES(1, 1) FEW_WEIGHTED_SHAPES(2, 1) FEW_WEIGHTED_SHAPES(3, 1) FEW_WEIGHTED_SHAPES(4, 1)
+FEW_WEIGHTED_SHAPES(1, 0) FEW_WEIGHTED_SHAPES(2, 0) FEW_WEIGHTED_SHAPES(3, 0)
+FEW_WEIGHTED_SHAPES(1, 1) FEW_WEIGHTED_SHAPES(2, 1) FEW_WEIGHTED_SHAPES(3, 1)
+
+/* ---------- the four-head weighted tile, in assembly ---------- */
+
+/* Why assembly: at four heads a row's work is 12 FMAs beside 4 broadcasts and 3 loads, and the C
+ * loop spent ~11 more scalar ops per row on its prefetch test and pointers; unrolled to amortise
+ * them, GCC hoists the next row's broadcasts above this row's FMAs and spills accumulators. On a
+ * core whose front end is shared (an SMT sibling) those ops, not the FMAs, set the pace. Here rows
+ * go in pairs, head h's units j live in ymm(NU h + j), a row's units in ymm12-14, the broadcast
+ * score in ymm15, and a line of the next block is prefetched at the start of each row while any of
+ * the chunk's npf lines are left. The same FMAs in the same order as few_weighted_tile. */
+
+/* head h's accumulator row: acc + c0, R floats apart (%[t] = 3 rows) */
+#define W4_HEAD0 "(%[acc])"
+#define W4_HEAD1 "(%[acc],%[ra])"
+#define W4_HEAD2 "(%[acc],%[ra],2)"
+#define W4_HEAD3 "(%[acc],%[t])"
+#define W4_INIT_3(h, r0, r1, r2)                                                                                   \
+    "vbroadcastss " #h "*4(%[al]), %%ymm15\n\t" "vmulps " W4_HEAD##h ", %%ymm15, %%ymm" #r0 "\n\t"                \
+    "vmulps 32" W4_HEAD##h ", %%ymm15, %%ymm" #r1 "\n\t" "vmulps 64" W4_HEAD##h ", %%ymm15, %%ymm" #r2 "\n\t"
+#define W4_INIT_2(h, r0, r1)                                                                                       \
+    "vbroadcastss " #h "*4(%[al]), %%ymm15\n\t" "vmulps " W4_HEAD##h ", %%ymm15, %%ymm" #r0 "\n\t"                \
+    "vmulps 32" W4_HEAD##h ", %%ymm15, %%ymm" #r1 "\n\t"
+#define W4_STORE_3(h, r0, r1, r2)                                                                                  \
+    "vmovups %%ymm" #r0 ", " W4_HEAD##h "\n\t" "vmovups %%ymm" #r1 ", 32" W4_HEAD##h "\n\t"                       \
+    "vmovups %%ymm" #r2 ", 64" W4_HEAD##h "\n\t"
+#define W4_STORE_2(h, r0, r1) "vmovups %%ymm" #r0 ", " W4_HEAD##h "\n\t" "vmovups %%ymm" #r1 ", 32" W4_HEAD##h "\n\t"
+#define W4_INIT3 W4_INIT_3(0, 0, 1, 2) W4_INIT_3(1, 3, 4, 5) W4_INIT_3(2, 6, 7, 8) W4_INIT_3(3, 9, 10, 11)
+#define W4_INIT2 W4_INIT_2(0, 0, 1) W4_INIT_2(1, 2, 3) W4_INIT_2(2, 4, 5) W4_INIT_2(3, 6, 7)
+#define W4_STORE3 W4_STORE_3(0, 0, 1, 2) W4_STORE_3(1, 3, 4, 5) W4_STORE_3(2, 6, 7, 8) W4_STORE_3(3, 9, 10, 11)
+#define W4_STORE2 W4_STORE_2(0, 0, 1) W4_STORE_2(1, 2, 3) W4_STORE_2(2, 4, 5) W4_STORE_2(3, 6, 7)
+
+/* A row's units into ymm12-14 from the row at B (an address expression). BF16 in load16's order: a
+ * group of 16's evens by a shift, its odds by the mask; parity 1: the chunk starts on a group's odd
+ * half, 16 bytes into the group before. */
+#define W4_LD_F32_3(B) "vmovups " B ", %%ymm12\n\t" "vmovups 32" B ", %%ymm13\n\t" "vmovups 64" B ", %%ymm14\n\t"
+#define W4_LD_F32_2(B) "vmovups " B ", %%ymm12\n\t" "vmovups 32" B ", %%ymm13\n\t"
+#define W4_LD_BF16_3_0(B)                                                                                          \
+    "vmovdqu " B ", %%ymm13\n\t" "vpslld $16, %%ymm13, %%ymm12\n\t" "vpand %[mask], %%ymm13, %%ymm13\n\t"          \
+    "vmovdqu 32" B ", %%ymm14\n\t" "vpslld $16, %%ymm14, %%ymm14\n\t"
+#define W4_LD_BF16_3_1(B)                                                                                          \
+    "vmovdqu -16" B ", %%ymm12\n\t" "vpand %[mask], %%ymm12, %%ymm12\n\t" "vmovdqu 16" B ", %%ymm14\n\t"           \
+    "vpslld $16, %%ymm14, %%ymm13\n\t" "vpand %[mask], %%ymm14, %%ymm14\n\t"
+#define W4_LD_BF16_2_0(B) "vmovdqu " B ", %%ymm13\n\t" "vpslld $16, %%ymm13, %%ymm12\n\t" "vpand %[mask], %%ymm13, %%ymm13\n\t"
+#define W4_LD_BF16_2_1(B) "vmovdqu -16" B ", %%ymm12\n\t" "vpand %[mask], %%ymm12, %%ymm12\n\t" "vmovdqu 16" B ", %%ymm13\n\t" "vpslld $16, %%ymm13, %%ymm13\n\t"
+
+/* Head h's score (byte S of the pair's scores) times the row's units. */
+#define W4_FMA_3(S, r0, r1, r2)                                                                                    \
+    "vbroadcastss " S "(%[s]), %%ymm15\n\t" "vfmadd231ps %%ymm12, %%ymm15, %%ymm" #r0 "\n\t"                      \
+    "vfmadd231ps %%ymm13, %%ymm15, %%ymm" #r1 "\n\t" "vfmadd231ps %%ymm14, %%ymm15, %%ymm" #r2 "\n\t"
+#define W4_FMA_2(S, r0, r1)                                                                                        \
+    "vbroadcastss " S "(%[s]), %%ymm15\n\t" "vfmadd231ps %%ymm12, %%ymm15, %%ymm" #r0 "\n\t"                      \
+    "vfmadd231ps %%ymm13, %%ymm15, %%ymm" #r1 "\n\t"
+#define W4_FMAS3(S0, S1, S2, S3) W4_FMA_3(S0, 0, 1, 2) W4_FMA_3(S1, 3, 4, 5) W4_FMA_3(S2, 6, 7, 8) W4_FMA_3(S3, 9, 10, 11)
+#define W4_FMAS2(S0, S1, S2, S3) W4_FMA_2(S0, 0, 1) W4_FMA_2(S1, 2, 3) W4_FMA_2(S2, 4, 5) W4_FMA_2(S3, 6, 7)
+#define W4_PREFETCH "sub $1, %[npf]\n\t" "jl 2f\n\t" "prefetcht2 (%[pf])\n\t" "add $64, %[pf]\n" "2:\n\t"
+/* the rows of a pair: at (%[x]) with scores 0..12, a row further with scores 16..28 */
+#define W4_LOOP(LD, FMAS)                                                                                          \
+    "test %[pairs], %[pairs]\n\t" "jle 3f\n"                                                                       \
+    "1:\n\t" W4_PREFETCH LD("(%[x])") FMAS("0", "4", "8", "12")                                                     \
+    W4_PREFETCH LD("(%[x],%[rb])") FMAS("16", "20", "24", "28")                                                     \
+    "lea (%[x],%[rb],2), %[x]\n\t" "add $32, %[s]\n\t" "sub $1, %[pairs]\n\t" "jnz 1b\n"                            \
+    "3:\n\t" "test %[odd], %[odd]\n\t" "jz 4f\n\t" W4_PREFETCH LD("(%[x])") FMAS("0", "4", "8", "12") "4:\n\t"
+
+#define FEW_WEIGHTED4_ASM(nu, par, bf, LD)                                                                        \
+    static void few_weighted_4_##nu##_##par##_##bf(float *acc, int R, const float *alpha, const float *s,          \
+                                                   const void *lat, int nt, int c0, const char *pf, int npf, int lg) \
+    {                                                                                                              \
+        const char *x = (const char *)lat + (size_t)c0 * (bf ? 2 : 4);                                             \
+        long ra = (long)R * 4, rb = (long)R * (bf ? 2 : 4), pairs = nt / 2, odd = nt & 1, n = npf, t;              \
+        float *a = acc + c0;                                                                                       \
+        (void)lg;                                                                                                  \
+        __asm__ volatile("lea (%[ra],%[ra],2), %[t]\n\t" W4_INIT##nu W4_LOOP(LD, W4_FMAS##nu) W4_STORE##nu         \
+                         : [x] "+r"(x), [s] "+r"(s), [pairs] "+r"(pairs), [pf] "+r"(pf), [npf] "+r"(n), [t] "=&r"(t) \
+                         : [acc] "r"(a), [al] "r"(alpha), [ra] "r"(ra), [rb] "r"(rb), [odd] "r"(odd),              \
+                           [mask] "m"(odd_mask)                                                                    \
+                         : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",    \
+                           "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");                          \
+    }
+FEW_WEIGHTED4_ASM(3, 0, 0, W4_LD_F32_3) FEW_WEIGHTED4_ASM(3, 1, 0, W4_LD_F32_3)
+FEW_WEIGHTED4_ASM(2, 0, 0, W4_LD_F32_2) FEW_WEIGHTED4_ASM(2, 1, 0, W4_LD_F32_2)
+FEW_WEIGHTED4_ASM(3, 0, 1, W4_LD_BF16_3_0) FEW_WEIGHTED4_ASM(3, 1, 1, W4_LD_BF16_3_1)
+FEW_WEIGHTED4_ASM(2, 0, 1, W4_LD_BF16_2_0) FEW_WEIGHTED4_ASM(2, 1, 1, W4_LD_BF16_2_1)
+
 #define FEW_WEIGHTED_HEADS(nh, bf)                                                                                \
     {{few_weighted_##nh##_2_0_##bf, few_weighted_##nh##_2_1_##bf}, {few_weighted_##nh##_3_0_##bf, few_weighted_##nh##_3_1_##bf}}
 #define FEW_WEIGHTED_DTYPE(bf) \
