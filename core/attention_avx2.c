@@ -261,7 +261,7 @@ INLINE __m256 load_unit(int BF16, int P, const void *row, int c0, int j)
 /* weighted_tile for items of four heads or fewer: NH heads x NU (2 or 3) units of 8 columns in whole
  * groups of 16, so that 4 heads x 3 units keep 12 accumulator chains in flight (the FMA latency
  * times the two FMA pipes is 8 chains: 4 x 16 columns would have no slack); with a line of the next
- * block prefetched every 2^lg rows (npf of them, from pf on). */
+ * block prefetched every 2^lg rows (npf of them, from pf on). Four heads run few_weighted_4 below. */
 INLINE void few_weighted_tile(int NH, int NU, int P, int BF16, float *acc, int R, const float *alpha, const float *s,
                               const void *lat, int nt, int c0, const char *pf, int npf, int lg)
 {
@@ -560,8 +560,8 @@ static line_cursor lines_of(const attention_kv *kv, int next, int first, int row
  * all): scores, softmax, weighted latents. With few heads memory binds an F32 cache and must stay
  * busy through both passes, so the next block's lines are prefetched evenly over the block's time:
  * its first 3/5 rows during the scores (whole rows, a share per three positions), the rest during
- * the weighted latents (by line number, a line per 2^lg rows of each chunk: these rows are read
- * last). Prefetching in the score pass alone leaves memory idle through the weighted pass; 2/5 or
+ * the weighted latents (by line number, npf lines per chunk; a line per 2^lg rows, or with four
+ * heads a line per row from the chunk's start: these rows are read last). Prefetching in the score pass alone leaves memory idle through the weighted pass; 2/5 or
  * 4/5 of the rows in the score pass measured slower, and so did the rest's rope keys first. */
 static void few_heads_block(const attention_item *it, const float *ql, const float *qr, int t, int blk, int next,
                             float *s, float *alpha, float *m, float *l)
