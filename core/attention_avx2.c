@@ -3,7 +3,9 @@
  * fewer (the embedded model): scores of 4 heads x 3 positions reduced by transpose-add trees,
  * weighted latents in tiles of 4 heads x 24 columns, the cache read in place (BF16 widened in
  * registers). Items of more heads (R1's groups of 32): scores as vectors over 16 heads against
- * broadcast cache elements (no trees), weighted latents in tiles of 6 heads x 16 columns. */
+ * broadcast cache elements (no trees), weighted latents in tiles of 6 heads x 16 columns. Two
+ * loops are written in assembly (few_weighted_4, wide_score6): every op beside the FMAs costs on a
+ * core that retires few ops a cycle, and GCC spilled or padded them. */
 #include <immintrin.h>
 #include <math.h>
 #include <stddef.h>
