@@ -563,8 +563,9 @@ static line_cursor lines_of(const attention_kv *kv, int next, int first, int row
  * busy through both passes, so the next block's lines are prefetched evenly over the block's time:
  * its first 3/5 rows during the scores (whole rows, a share per three positions), the rest during
  * the weighted latents (by line number, npf lines per chunk; a line per 2^lg rows, or with four
- * heads a line per row from the chunk's start: these rows are read last). Prefetching in the score pass alone leaves memory idle through the weighted pass; 2/5 or
- * 4/5 of the rows in the score pass measured slower, and so did the rest's rope keys first. */
+ * heads a line per row from the chunk's start: these rows are read last). Prefetching in the score
+ * pass alone leaves memory idle through the weighted pass; 2/5 or 4/5 of the rows in the score pass
+ * measured slower, and so did the rest's rope keys first. */
 static void few_heads_block(const attention_item *it, const float *ql, const float *qr, int t, int blk, int next,
                             float *s, float *alpha, float *m, float *l)
 {
@@ -850,7 +851,6 @@ static void widen_rows(const uint16_t *src, int n, int len, float *dst)
     }
 }
 
-
 /* The scores of six positions for 16 heads in assembly, for the reason few_weighted_4 is: GCC's
  * loop spent 13-17 ops per k beside 12 FMAs on pointers and the prefetch cursor's range test.
  * Head-halves' accumulators in ymm0-11 (position t: ymm2t, ymm2t+1), the queries in ymm12-13,
@@ -922,8 +922,50 @@ static long wide_lines(const char *from, const char *to, long slots)
     return n < slots ? n : slots;
 }
 
-/* One block: the scores of both halves of the group for each WIDE_NT positions (the rows stay in
- * L1 between them; a BF16 cache's rows widened first into conv, WIDE_NT rows at a time, since the
+/* The scores of a step's n positions (F32 rows at ul, ur; the next step's first position na) for
+ * every head of the group, 16 at a time, with the next block's rows [pa, pb) prefetched as they
+ * run: a full step in wide_score6; a shorter one (a block's last) or odd widths by the C tiles,
+ * which also bring the next step's rows into L1. */
+static void wide_step_scores(const attention_item *it, const float *qt, const attention_ahead *ahead, int pa, int pb,
+                             int na, int n, const float *ul, const float *ur, float *s)
+{
+    const attention_kv *kv = it->kv;
+    int R = kv->R, rope = kv->rope, nh = it->nh;
+    if (n == WIDE_NT && R % 2 == 0 && rope % 2 == 0) {
+        for (int v = 0; 16 * v < nh; v++) {
+            wide_tile6 c = {.qt = qt + (size_t)v * 16 * (R + rope), .lat = ul, .kr = ur, .lat_row = (long)R * 4,
+                            .kr_row = (long)rope * 4, .lat_pairs = R / 2, .kr_pairs = rope / 2, .s = s + 16 * v,
+                            .scale = kv->scale};
+            if (v == 0 && pa < pb) {
+                c.pf_lat = ahead->lat + pa * ahead->lat_row;
+                c.pf_kr = ahead->kr + pa * ahead->kr_row;
+                c.n_lat = wide_lines(c.pf_lat, ahead->lat + pb * ahead->lat_row, c.lat_pairs);
+                c.n_kr = wide_lines(c.pf_kr, ahead->kr + pb * ahead->kr_row, c.kr_pairs);
+            }
+            wide_score6(&c);
+        }
+        return;
+    }
+    size_t es = dtype_size(kv->dtype);
+    wide_pf pf = {.n = 0};
+    if (pa < pb) {
+        wide_pf_add(&pf, ahead->lat + pa * ahead->lat_row, ahead->lat + pb * ahead->lat_row);
+        wide_pf_add(&pf, ahead->kr + pa * ahead->kr_row, ahead->kr + pb * ahead->kr_row);
+    }
+    pf.far = pf.n;
+    int nb = na + WIDE_NT < it->t1 ? na + WIDE_NT : it->t1;
+    if (na < nb) {
+        const char *l0 = (const char *)kv->latent, *k0 = (const char *)kv->krope;
+        wide_pf_add(&pf, l0 + (size_t)na * R * es, l0 + (size_t)nb * R * es);
+        wide_pf_add(&pf, k0 + (size_t)na * rope * es, k0 + (size_t)nb * rope * es);
+    }
+    wide_pf_range(&pf, 0);
+    for (int v = 0; 16 * v < nh; v++)
+        wide_scores[n - 1](qt + (size_t)v * 16 * (R + rope), ul, ur, R, rope, kv->scale, s + 16 * v, &pf);
+}
+
+/* One block: the scores of the group for each WIDE_NT positions (the rows stay in L1 between its
+ * two halves; a BF16 cache's rows widened first into conv, WIDE_NT rows at a time, since the
  * broadcasts read single floats), the softmax, the weighted latents (BF16 read in place, in
  * load16's order). */
 static void wide_block(const attention_item *it, const float *qt, int t, int nt, float *s, float *alpha)
@@ -936,19 +978,6 @@ static void wide_block(const attention_item *it, const float *qt, int t, int nt,
     for (int u = 0; u < nt; u += WIDE_NT) {
         int n = nt - u < WIDE_NT ? nt - u : WIDE_NT, pa = u < ahead.rows ? u : ahead.rows;
         int pb = u + n < ahead.rows ? u + n : ahead.rows;
-        wide_pf pf = {.n = 0};
-        if (pa < pb) {
-            wide_pf_add(&pf, ahead.lat + pa * ahead.lat_row, ahead.lat + pb * ahead.lat_row);
-            wide_pf_add(&pf, ahead.kr + pa * ahead.kr_row, ahead.kr + pb * ahead.kr_row);
-        }
-        pf.far = pf.n;
-        int na = t + u + n, nb = na + WIDE_NT < it->t1 ? na + WIDE_NT : it->t1;
-        if (na < nb) {
-            const char *l0 = (const char *)kv->latent, *k0 = (const char *)kv->krope;
-            wide_pf_add(&pf, l0 + (size_t)na * R * es, l0 + (size_t)nb * R * es);
-            wide_pf_add(&pf, k0 + (size_t)na * rope * es, k0 + (size_t)nb * rope * es);
-        }
-        wide_pf_range(&pf, 0);
         const float *ul = (const float *)(lat + (size_t)u * R * es), *ur = (const float *)(kr + (size_t)u * rope * es);
         if (bf16) {
             widen_rows((const uint16_t *)lat + (size_t)u * R, n, R, it->conv);
@@ -956,23 +985,7 @@ static void wide_block(const attention_item *it, const float *qt, int t, int nt,
             ul = it->conv;
             ur = it->conv + (size_t)n * R;
         }
-        if (n == WIDE_NT && R % 2 == 0 && rope % 2 == 0) {
-            for (int v = 0; 16 * v < nh; v++) {
-                wide_tile6 c = {.qt = qt + (size_t)v * 16 * (R + rope), .lat = ul, .kr = ur, .lat_row = (long)R * 4,
-                                .kr_row = (long)rope * 4, .lat_pairs = R / 2, .kr_pairs = rope / 2,
-                                .s = s + u * 32 + 16 * v, .scale = kv->scale};
-                if (v == 0 && pa < pb) {
-                    c.pf_lat = ahead.lat + pa * ahead.lat_row;
-                    c.pf_kr = ahead.kr + pa * ahead.kr_row;
-                    c.n_lat = wide_lines(c.pf_lat, ahead.lat + pb * ahead.lat_row, c.lat_pairs);
-                    c.n_kr = wide_lines(c.pf_kr, ahead.kr + pb * ahead.kr_row, c.kr_pairs);
-                }
-                wide_score6(&c);
-            }
-        } else {
-            for (int v = 0; 16 * v < nh; v++)
-                wide_scores[n - 1](qt + (size_t)v * 16 * (R + rope), ul, ur, R, rope, kv->scale, s + u * 32 + 16 * v, &pf);
-        }
+        wide_step_scores(it, qt, &ahead, pa, pb, t + u + n, n, ul, ur, s + u * 32);
     }
     wide_softmax(s, nh, nt, it->m, it->l, alpha);
     for (int h = 0; h < nh; h += 6) {
