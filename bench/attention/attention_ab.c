@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "core/attention.h"
 #include "core/kernels.h"
+#include "bench/attention/attention_bench.h"
 
 void a_attention_row(thread_pool *pool, const attention_kv *kv, int n, const float *q_lat, const float *q_rope,
                      float *out, void *scratch);
@@ -28,29 +28,6 @@ typedef struct {
     size_t buffer_bytes;
     cpu_path path;
 } ab_options;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Every 16-bit half a BF16 value in +-[2^-7, 2): valid as BF16 and, read in pairs, as F32. */
-static void fill_values(uint16_t *h, size_t n)
-{
-    uint64_t r = 0x9E3779B97F4A7C15ull;
-    for (size_t i = 0; i < n; i++) {
-        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
-        h[i] = (uint16_t)((r & 0x8000) | ((120 + (r >> 16) % 8) << 7) | ((r >> 32) & 0x7F));
-    }
-}
 
 static void usage(FILE *f)
 {
@@ -132,19 +109,19 @@ static void alternate(const ab_options *o, thread_pool *pool, const char *buf, s
     size_t hr = (size_t)o->heads * o->R;
     float *oa = malloc(hr * sizeof(float)), *ob = malloc(hr * sizeof(float));
     const float *qr = q + hr;
-    double t_end = now_s() + o->seconds;
-    for (size_t c = 0; sm->n < sm->max && (sm->n < 5 || now_s() < t_end); c++) {
+    double t_end = bench_now_s() + o->seconds;
+    for (size_t c = 0; sm->n < sm->max && (sm->n < 5 || bench_now_s() < t_end); c++) {
         attention_kv ka = cache_copy(o, buf, copies, c), kb = cache_copy(o, buf, copies, c + copies / 2);
         double t0, t1, t2;
         if (c & 1) {
-            t0 = now_s(); b_attention_row(pool, &kb, o->T, q, qr, ob, sb);
-            t1 = now_s(); a_attention_row(pool, &ka, o->T, q, qr, oa, sa);
-            t2 = now_s();
+            t0 = bench_now_s(); b_attention_row(pool, &kb, o->T, q, qr, ob, sb);
+            t1 = bench_now_s(); a_attention_row(pool, &ka, o->T, q, qr, oa, sa);
+            t2 = bench_now_s();
             sm->new_s[sm->n] = t1 - t0, sm->old_s[sm->n] = t2 - t1;
         } else {
-            t0 = now_s(); a_attention_row(pool, &ka, o->T, q, qr, oa, sa);
-            t1 = now_s(); b_attention_row(pool, &kb, o->T, q, qr, ob, sb);
-            t2 = now_s();
+            t0 = bench_now_s(); a_attention_row(pool, &ka, o->T, q, qr, oa, sa);
+            t1 = bench_now_s(); b_attention_row(pool, &kb, o->T, q, qr, ob, sb);
+            t2 = bench_now_s();
             sm->old_s[sm->n] = t1 - t0, sm->new_s[sm->n] = t2 - t1;
         }
         sm->ratio[sm->n] = sm->old_s[sm->n] / sm->new_s[sm->n];
@@ -162,9 +139,9 @@ static void alternate(const ab_options *o, thread_pool *pool, const char *buf, s
 static void report(const ab_options *o, ab_samples *sm)
 {
     int n = sm->n;
-    qsort(sm->old_s, n, sizeof(double), cmp_double);
-    qsort(sm->new_s, n, sizeof(double), cmp_double);
-    qsort(sm->ratio, n, sizeof(double), cmp_double);
+    qsort(sm->old_s, n, sizeof(double), bench_cmp_double);
+    qsort(sm->new_s, n, sizeof(double), bench_cmp_double);
+    qsort(sm->ratio, n, sizeof(double), bench_cmp_double);
     printf("heads %d R %d rope %d T %d %s %d thread%s %s | old %.1f us [p10 %.1f] | new %.1f us [p10 %.1f] | old/new %.3f "
            "[%.3f-%.3f] | %d pairs | outputs %s",
            o->heads, o->R, o->rope, o->T, o->dtype == DTYPE_BF16 ? "bf16" : "f32", o->threads, o->threads > 1 ? "s" : "",
@@ -186,7 +163,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "attention_ab: cannot allocate the %zu MiB buffer\n", o.buffer_bytes >> 20);
         return 1;
     }
-    fill_values((uint16_t *)buf, copies * kv_bytes / 2);
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    bench_fill_cache_values(buf, copies * kv_bytes, &rng);
     size_t nq = (size_t)o.heads * (o.R + o.rope);
     float *q = malloc(nq * sizeof(float));
     for (size_t i = 0; i < nq; i++) q[i] = 0.01f * (float)((i * 7) % 23) - 0.1f;

@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 #include "core/attention.h"
 #include "core/kernels.h"
+#include "bench/attention/attention_bench.h"
 
 typedef struct { const char *name; int heads, R, rope; } widths;
 static const widths shapes[] = {{"R1", 128, 512, 64}, {"embedded", 4, 128, 32}};
@@ -33,19 +34,6 @@ typedef struct {
     size_t buffer_bytes;
     cpu_path path;
 } bench_options;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* ---------- FMA peak ---------- */
 
@@ -93,9 +81,9 @@ static double compute_probe(thread_pool *pool, cpu_path path, double flops)
 {
     int items = (int)(flops / probe_item_flops(path) + 0.5);
     peak_job j = {.path = path};
-    double t0 = now_s();
+    double t0 = bench_now_s();
     thread_pool_for(pool, items > 0 ? items : 1, peak_item, &j);
-    return now_s() - t0;
+    return bench_now_s() - t0;
 }
 
 /* ---------- read bandwidth ---------- */
@@ -124,31 +112,14 @@ static double memory_probe(thread_pool *pool, const char *buf, double bytes)
 {
     int items = (int)(bytes / READ_ITEM_BYTES + 0.5);
     read_job j = {.buf = buf};
-    double t0 = now_s();
+    double t0 = bench_now_s();
     thread_pool_for(pool, items > 0 ? items : 1, read_item, &j);
-    return now_s() - t0;
+    return bench_now_s() - t0;
 }
 
 /* ---------- the attention ---------- */
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint64_t rng_next(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
-/* Every 16-bit half a BF16 value in +-[2^-7, 2): valid as BF16 and, read in pairs, as F32. */
-static void fill_values(void *buf, size_t bytes)
-{
-    uint16_t *h = buf;
-    for (size_t i = 0; i < bytes / 2; i++) {
-        uint64_t r = rng_next();
-        h[i] = (uint16_t)((r & 0x8000) | ((120 + (r >> 16) % 8) << 7) | ((r >> 32) & 0x7F));
-    }
-}
 
 enum { MAX_CALLS = 4096 };
 
@@ -159,7 +130,7 @@ typedef struct {
 
 static double median(double *v, int n)
 {
-    qsort(v, n, sizeof *v, cmp_double);
+    qsort(v, n, sizeof *v, bench_cmp_double);
     return v[n / 2];
 }
 
@@ -176,16 +147,16 @@ static void time_attention(thread_pool *pool, cpu_path path, const widths *w, dt
     float *q = malloc(nq * sizeof(float)), *out = malloc((size_t)w->heads * w->R * sizeof(float));
     void *scratch = aligned_alloc(64, (sbytes + 63) & ~(size_t)63);
     memset(scratch, 0, sbytes);
-    for (size_t i = 0; i < nq; i++) q[i] = (float)((double)(rng_next() >> 11) / 9007199254740992.0 - 0.5);
-    double t_end = now_s() + seconds;
+    for (size_t i = 0; i < nq; i++) q[i] = (float)((double)(bench_rng_next(&rng_state) >> 11) / 9007199254740992.0 - 0.5);
+    double t_end = bench_now_s() + seconds;
     sm->n = 0;
-    for (size_t c = 0; sm->n < MAX_CALLS && (sm->n < 5 || now_s() < t_end); c = (c + 1) % copies) {
+    for (size_t c = 0; sm->n < MAX_CALLS && (sm->n < 5 || bench_now_s() < t_end); c = (c + 1) % copies) {
         const char *base = buf + (c * kv_bytes) % (buf_bytes - kv_bytes + 1);
         attention_kv kv = {w->heads, w->R, w->rope, dt, base, base + (size_t)T * w->R * es, 0.07f};
-        double t0 = now_s();
+        double t0 = bench_now_s();
         attention_row(pool, &kv, T, q, q + (size_t)w->heads * w->R, out, scratch);
         int i = sm->n++;
-        sm->t[i] = now_s() - t0;
+        sm->t[i] = bench_now_s() - t0;
         sm->tc[i] = compute_probe(pool, path, attention_flops(w, T));
         sm->tm[i] = memory_probe(pool, buf + ((c + copies / 2) % copies * kv_bytes) % (buf_bytes - kv_bytes + 1), (double)kv_bytes);
         sm->ratio[i] = (sm->tc[i] > sm->tm[i] ? sm->tc[i] : sm->tm[i]) / sm->t[i];
@@ -302,7 +273,7 @@ int main(int argc, char **argv)
     if (posix_memalign((void **)&buf, (size_t)2 << 20, o.buffer_bytes)) buf = NULL;
     if (buf) madvise(buf, o.buffer_bytes, MADV_HUGEPAGE);
     if (!buf) { fprintf(stderr, "bench_attention: cannot allocate the %zu MiB buffer\n", o.buffer_bytes >> 20); return 1; }
-    fill_values(buf, o.buffer_bytes);
+    bench_fill_cache_values(buf, o.buffer_bytes, &rng_state);
     run_pool(&o, 1, buf);
     if (o.threads > 1) run_pool(&o, o.threads, buf);
     free(buf);
