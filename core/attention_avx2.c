@@ -317,7 +317,8 @@ FEW_WEIGHTED_SHAPES(1, 1) FEW_WEIGHTED_SHAPES(2, 1) FEW_WEIGHTED_SHAPES(3, 1)
  * core whose front end is shared (an SMT sibling) those ops, not the FMAs, set the pace. Here rows
  * go in pairs, head h's units j live in ymm(NU h + j), a row's units in ymm12-14, the broadcast
  * score in ymm15, and a line of the next block is prefetched at the start of each row while any of
- * the chunk's npf lines are left. The same FMAs in the same order as few_weighted_tile. */
+ * the chunk's npf lines are left: the pairs that prefetch run a loop of their own, so no row tests
+ * a count (attention_ab.sh: 1.004-1.025). The same FMAs in the same order as few_weighted_tile. */
 
 /* head h's accumulator row: acc + c0, R floats apart (%[t] = 3 rows) */
 #define W4_HEAD0 "(%[acc])"
@@ -362,12 +363,17 @@ FEW_WEIGHTED_SHAPES(1, 1) FEW_WEIGHTED_SHAPES(2, 1) FEW_WEIGHTED_SHAPES(3, 1)
 #define W4_FMAS3(S0, S1, S2, S3) W4_FMA_3(S0, 0, 1, 2) W4_FMA_3(S1, 3, 4, 5) W4_FMA_3(S2, 6, 7, 8) W4_FMA_3(S3, 9, 10, 11)
 #define W4_FMAS2(S0, S1, S2, S3) W4_FMA_2(S0, 0, 1) W4_FMA_2(S1, 2, 3) W4_FMA_2(S2, 4, 5) W4_FMA_2(S3, 6, 7)
 #define W4_PREFETCH "sub $1, %[npf]\n\t" "jl 2f\n\t" "prefetcht2 (%[pf])\n\t" "add $64, %[pf]\n" "2:\n\t"
-/* the rows of a pair: at (%[x]) with scores 0..12, a row further with scores 16..28 */
+#define W4_PAIR_END "lea (%[x],%[rb],2), %[x]\n\t" "add $32, %[s]\n\t"
+/* the rows of a pair: at (%[x]) with scores 0..12, a row further with scores 16..28; first the pairs
+ * that prefetch a line per row (no test per row), then the rest, then an odd last row */
 #define W4_LOOP(LD, FMAS)                                                                                          \
-    "test %[pairs], %[pairs]\n\t" "jle 3f\n"                                                                       \
-    "1:\n\t" W4_PREFETCH LD("(%[x])") FMAS("0", "4", "8", "12")                                                     \
-    W4_PREFETCH LD("(%[x],%[rb])") FMAS("16", "20", "24", "28")                                                     \
-    "lea (%[x],%[rb],2), %[x]\n\t" "add $32, %[s]\n\t" "sub $1, %[pairs]\n\t" "jnz 1b\n"                            \
+    "test %[pfp], %[pfp]\n\t" "jle 5f\n"                                                                           \
+    "6:\n\t" "prefetcht2 (%[pf])\n\t" LD("(%[x])") FMAS("0", "4", "8", "12")                                        \
+    "prefetcht2 64(%[pf])\n\t" LD("(%[x],%[rb])") FMAS("16", "20", "24", "28")                                     \
+    W4_PAIR_END "add $128, %[pf]\n\t" "sub $1, %[pfp]\n\t" "jnz 6b\n"                                              \
+    "5:\n\t" "test %[pairs], %[pairs]\n\t" "jle 3f\n"                                                              \
+    "1:\n\t" LD("(%[x])") FMAS("0", "4", "8", "12") LD("(%[x],%[rb])") FMAS("16", "20", "24", "28")                 \
+    W4_PAIR_END "sub $1, %[pairs]\n\t" "jnz 1b\n"                                                                  \
     "3:\n\t" "test %[odd], %[odd]\n\t" "jz 4f\n\t" W4_PREFETCH LD("(%[x])") FMAS("0", "4", "8", "12") "4:\n\t"
 
 #define FEW_WEIGHTED4_ASM(nu, par, bf, LD)                                                                        \
@@ -375,11 +381,13 @@ FEW_WEIGHTED_SHAPES(1, 1) FEW_WEIGHTED_SHAPES(2, 1) FEW_WEIGHTED_SHAPES(3, 1)
                                                    const void *lat, int nt, int c0, const char *pf, int npf, int lg) \
     {                                                                                                              \
         const char *x = (const char *)lat + (size_t)c0 * (bf ? 2 : 4);                                             \
-        long ra = (long)R * 4, rb = (long)R * (bf ? 2 : 4), pairs = nt / 2, odd = nt & 1, n = npf, t;              \
+        long ra = (long)R * 4, rb = (long)R * (bf ? 2 : 4), odd = nt & 1, t;                                        \
+        long pfp = (npf + 1) / 2 < nt / 2 ? (npf + 1) / 2 : nt / 2, pairs = nt / 2 - pfp, n = npf - 2 * pfp;       \
         float *a = acc + c0;                                                                                       \
         (void)lg;                                                                                                  \
         __asm__ volatile("lea (%[ra],%[ra],2), %[t]\n\t" W4_INIT##nu W4_LOOP(LD, W4_FMAS##nu) W4_STORE##nu         \
-                         : [x] "+r"(x), [s] "+r"(s), [pairs] "+r"(pairs), [pf] "+r"(pf), [npf] "+r"(n), [t] "=&r"(t) \
+                         : [x] "+r"(x), [s] "+r"(s), [pairs] "+r"(pairs), [pfp] "+r"(pfp), [pf] "+r"(pf), [npf] "+r"(n), \
+                           [t] "=&r"(t)                                                                            \
                          : [acc] "r"(a), [al] "r"(alpha), [ra] "r"(ra), [rb] "r"(rb), [odd] "r"(odd),              \
                            [mask] "m"(odd_mask)                                                                    \
                          : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",    \
