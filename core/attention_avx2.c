@@ -124,36 +124,32 @@ static int line_run(line_cursor *c, int want, const char **run)
     return n;
 }
 
-/* Whole rows of the next block, a row's latent lines and its rope key's together, rate / 65536 rows
- * per step: the score pass takes the next block's first rows so, so that each of them has all its
- * lines early (by line number, the first rows' rope keys came last, just before the next block's
- * score pass read them). */
+/* Lines of the next block that the score pass prefetches as it runs: the latent rows' lines during
+ * the latent segment, the rope keys' during the rope segment, a fixed number per step of 16 values
+ * (2 F32 lines or 1 BF16 line: two thirds of what the step reads, so that both regions advance a
+ * row for every 1.5 rows scored and the rest is left to the weighted pass). Spread, not in bursts:
+ * on a Zen 4 a stream with 8 or more prefetches issued back to back read 13-17 GB/s where the same
+ * lines one at a time read 21-22 (a throwaway loop of 14 FMAs per line); the score pass used to
+ * prefetch whole rows, 10 lines at once. */
 typedef struct {
-    const char *lat, *kr;
-    size_t lat_row, kr_row;
-    int rows;
-    unsigned frac, rate;
-} row_cursor;
-
-INLINE void prefetch_rows(row_cursor *c)
-{
-    for (c->frac += c->rate; c->frac >= 65536 && c->rows > 0; c->frac -= 65536, c->rows--) {
-        for (size_t b = 0; b < c->lat_row; b += 64) __builtin_prefetch(c->lat + b, 0, 1);
-        for (size_t b = 0; b < c->kr_row; b += 64) __builtin_prefetch(c->kr + b, 0, 1);
-        c->lat += c->lat_row;
-        c->kr += c->kr_row;
-    }
-}
+    const char *lat, *lat_end, *kr, *kr_end;
+} score_prefetch;
 
 /* acc[h * NT + t] += q[h] . x[t] over len values: 16 at a time, then the tail (queries masked); WHOLE
  * promises len is a multiple of 16 (no tail code, whose masks otherwise crowd the registers around
  * the loop and spill accumulators between segments). */
 INLINE void dot_segment(int NH, int NT, int BF16, int PIN, int WHOLE, const float *q, int qstride, const void *x,
-                        int xstride, int len, __m256 *acc)
+                        int xstride, int len, __m256 *acc, const char **pf, const char *pf_end)
 {
     int k = 0;
     __m256 lo[4], hi[4];
-    for (; k + 16 <= len; k += 16)
+    const char *p = *pf;
+    for (; k + 16 <= len; k += 16) {
+        if (p < pf_end) {
+            __builtin_prefetch(p, 0, 1);
+            if (!BF16) __builtin_prefetch(p + 64, 0, 1);
+            p += BF16 ? 64 : 128;
+        }
 #pragma GCC unroll 2
         for (int half = 0; half < 2; half++) {
             __m256 xv[4];
@@ -172,6 +168,8 @@ INLINE void dot_segment(int NH, int NT, int BF16, int PIN, int WHOLE, const floa
                 for (int t = 0; t < NT; t++) acc[h * NT + t] = _mm256_fmadd_ps(qv, xv[t], acc[h * NT + t]);
             }
         }
+    }
+    *pf = p;
     if (WHOLE || k == len) return;
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) load_tail(BF16, row_at(BF16, x, t, xstride), k, len - k, &lo[t], &hi[t]);
@@ -423,13 +421,13 @@ static int few_chunk_units(int left) { return left >= 5 || left == 3 ? 3 : 2; }
  * left the score pass waiting on them (measured in cache by bench_attention: the score pass at about
  * 64% of the FMA peak against the weighted pass's 12 chains near it). */
 INLINE void few_score_positions(int NH, int NT, int BF16, int WHOLE, const float *ql, const float *qr, const void *lat,
-                                const void *kr, int R, int rope, float scale, float *s)
+                                const void *kr, int R, int rope, float scale, float *s, score_prefetch *pf)
 {
     __m256 acc[12], r[12];
 #pragma GCC unroll 12
     for (int i = 0; i < 12; i++) acc[i] = _mm256_setzero_ps();
-    dot_segment(NH, NT, BF16, 1, WHOLE, ql, R, lat, R, R, acc);
-    dot_segment(NH, NT, BF16, 1, WHOLE, qr, rope, kr, rope, rope, acc);
+    dot_segment(NH, NT, BF16, 1, WHOLE, ql, R, lat, R, R, acc, &pf->lat, pf->lat_end);
+    dot_segment(NH, NT, BF16, 1, WHOLE, qr, rope, kr, rope, rope, acc, &pf->kr, pf->kr_end);
 #pragma GCC unroll 3
     for (int t = 0; t < NT; t++)
 #pragma GCC unroll 4
@@ -444,31 +442,29 @@ INLINE void few_score_positions(int NH, int NT, int BF16, int WHOLE, const float
 }
 
 /* The score pass of a block: triples of positions in one loop (one call per block, the accumulators
- * live across the latent and rope segments), with the row cursor's share of the next block's rows
- * prefetched before each triple. */
+ * live across the latent and rope segments), prefetching the next block's lines as it goes. */
 INLINE void few_scores(int NH, int BF16, int WHOLE, const float *ql, const float *qr, const void *lat, const void *kr, int R,
-                       int rope, float scale, int nt, row_cursor *pf, float *s)
+                       int rope, float scale, int nt, score_prefetch *pf, float *s)
 {
     size_t es = BF16 ? 2 : 4;
     int u = 0;
-    for (; u + 3 <= nt; u += 3) {
-        prefetch_rows(pf);
+    for (; u + 3 <= nt; u += 3)
         few_score_positions(NH, 3, BF16, WHOLE, ql, qr, (const char *)lat + (size_t)u * R * es,
-                            (const char *)kr + (size_t)u * rope * es, R, rope, scale, s + u * 4);
-    }
+                            (const char *)kr + (size_t)u * rope * es, R, rope, scale, s + u * 4, pf);
     if (nt - u == 2)
         few_score_positions(NH, 2, BF16, WHOLE, ql, qr, (const char *)lat + (size_t)u * R * es,
-                            (const char *)kr + (size_t)u * rope * es, R, rope, scale, s + u * 4);
+                            (const char *)kr + (size_t)u * rope * es, R, rope, scale, s + u * 4, pf);
     else if (nt - u == 1)
         few_score_positions(NH, 1, BF16, WHOLE, ql, qr, (const char *)lat + (size_t)u * R * es,
-                            (const char *)kr + (size_t)u * rope * es, R, rope, scale, s + u * 4);
+                            (const char *)kr + (size_t)u * rope * es, R, rope, scale, s + u * 4, pf);
 }
 
 typedef void (*few_scores_fn)(const float *ql, const float *qr, const void *lat, const void *kr, int R, int rope,
-                              float scale, int nt, row_cursor *pf, float *s);
+                              float scale, int nt, score_prefetch *pf, float *s);
 #define FEW_SCORES_VARIANT(nh, bf, whole)                                                                         \
     static void few_scores_##nh##_##bf##_##whole(const float *ql, const float *qr, const void *lat, const void *kr, \
-                                                 int R, int rope, float scale, int nt, row_cursor *pf, float *s)   \
+                                                 int R, int rope, float scale, int nt, score_prefetch *pf,         \
+                                                 float *s)                                                         \
     {                                                                                                              \
         few_scores(nh, bf, whole, ql, qr, lat, kr, R, rope, scale, nt, pf, s);                                     \
     }
@@ -554,26 +550,23 @@ static void natural_order(float *row, int n)
     }
 }
 
-/* The lines of rows [first, rows) of the block of `rows` positions at next (none when first >= rows). */
-static line_cursor lines_of(const attention_kv *kv, int next, int first, int rows)
+/* The lines of [lat, lat_end) then of [kr, kr_end) (none of a range that is empty). */
+static line_cursor lines_between(const char *lat, const char *lat_end, const char *kr, const char *kr_end)
 {
-    size_t es = dtype_size(kv->dtype);
-    if (first >= rows) return (line_cursor){.total = 0};
-    line_cursor c = {.lat = (const char *)kv->latent + (size_t)(next + first) * kv->R * es,
-                     .kr = (const char *)kv->krope + (size_t)(next + first) * kv->rope * es};
-    c.nl = (int)(((size_t)(rows - first) * kv->R * es + 63) / 64);
-    c.total = c.nl + (int)(((size_t)(rows - first) * kv->rope * es + 63) / 64);
+    line_cursor c = {.lat = lat, .kr = kr};
+    c.nl = lat < lat_end ? (int)((lat_end - lat + 63) / 64) : 0;
+    c.total = c.nl + (kr < kr_end ? (int)((kr_end - kr + 63) / 64) : 0);
     return c;
 }
 
 /* One block of an item with four heads or fewer (one score tile and one weighted tile hold them
  * all): scores, softmax, weighted latents. With few heads memory binds an F32 cache and must stay
  * busy through both passes, so the next block's lines are prefetched evenly over the block's time:
- * its first 3/5 rows during the scores (whole rows, a share per three positions), the rest during
- * the weighted latents (by line number, npf lines per chunk; a line per 2^lg rows, or with four
- * heads a line per row from the chunk's start: these rows are read last). Prefetching in the score
- * pass alone leaves memory idle through the weighted pass; 2/5 or 4/5 of the rows in the score pass
- * measured slower, and so did the rest's rope keys first. */
+ * about two thirds of its rows during the scores (score_prefetch: latent and rope lines, each
+ * region during its own segment), the rest during the weighted latents (by line number, npf lines
+ * per chunk; a line per 2^lg rows, or with four heads a line per row from the chunk's start).
+ * Prefetching in the score pass alone leaves memory idle through the weighted pass; a third of the
+ * rows there (one F32 line a step) measured 14% slower. */
 static void few_heads_block(const attention_item *it, const float *ql, const float *qr, int t, int blk, int next,
                             float *s, float *alpha, float *m, float *l)
 {
@@ -582,14 +575,17 @@ static void few_heads_block(const attention_item *it, const float *ql, const flo
     int nt = it->t1 - t < blk ? it->t1 - t : blk;
     size_t es = dtype_size(kv->dtype);
     const char *lat = (const char *)kv->latent + (size_t)t * R * es, *kr = (const char *)kv->krope + (size_t)t * rope * es;
-    int at = t + blk, rows = it->n - at < next ? it->n - at : next, first = rows > 0 ? (rows * 3 + 4) / 5 : 0;
-    int steps = nt / 3 > 0 ? nt / 3 : 1;
-    row_cursor rc = {.lat = (const char *)kv->latent + (size_t)at * R * es, .kr = (const char *)kv->krope + (size_t)at * rope * es,
-                     .lat_row = (size_t)R * es, .kr_row = (size_t)rope * es, .rows = first,
-                     .rate = ((unsigned)first * 65536 + (unsigned)steps - 1) / (unsigned)steps};
-    few_scores_table[bf16][R % 16 == 0 && rope % 16 == 0][nh - 1](ql, qr, lat, kr, R, rope, kv->scale, nt, &rc, s);
+    int at = t + blk, rows = it->n - at < next ? it->n - at : next;
+    score_prefetch sp = {NULL, NULL, NULL, NULL};
+    if (rows > 0) {
+        sp.lat = (const char *)kv->latent + (size_t)at * R * es;
+        sp.kr = (const char *)kv->krope + (size_t)at * rope * es;
+        sp.lat_end = sp.lat + (size_t)rows * R * es;
+        sp.kr_end = sp.kr + (size_t)rows * rope * es;
+    }
+    few_scores_table[bf16][R % 16 == 0 && rope % 16 == 0][nh - 1](ql, qr, lat, kr, R, rope, kv->scale, nt, &sp, s);
     few_softmax(s, nh, nt, m, l, alpha);
-    line_cursor pf = lines_of(kv, at, first - rc.rows, rows);
+    line_cursor pf = lines_between(sp.lat, sp.lat_end, sp.kr, sp.kr_end);
     int Rw = R / 16 * 16, chunks = 0, rest = pf.total - pf.next;
     for (int c0 = 0; c0 < Rw; c0 += 8 * few_chunk_units((Rw - c0) / 8)) chunks++;
     int lg = 0; /* a line per 2^lg rows of each chunk: chunks * ceil(nt / 2^lg) >= rest lines */
