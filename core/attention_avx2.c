@@ -576,7 +576,7 @@ static void few_heads_block(const attention_item *it, const float *ql, const flo
     size_t es = dtype_size(kv->dtype);
     const char *lat = (const char *)kv->latent + (size_t)t * R * es, *kr = (const char *)kv->krope + (size_t)t * rope * es;
     int at = t + blk, rows = it->n - at < next ? it->n - at : next;
-    score_prefetch sp = {NULL, NULL, NULL, NULL};
+    score_prefetch sp = {lat, lat, kr, kr}; /* empty ranges when no block follows (no compare of NULLs) */
     if (rows > 0) {
         sp.lat = (const char *)kv->latent + (size_t)at * R * es;
         sp.kr = (const char *)kv->krope + (size_t)at * rope * es;
