@@ -478,38 +478,74 @@ FEW_SCORES_HEADS(0, 0) FEW_SCORES_HEADS(0, 1) FEW_SCORES_HEADS(1, 0) FEW_SCORES_
 static const few_scores_fn few_scores_table[2][2][4] = {{FEW_SCORES_ROW(0, 0), FEW_SCORES_ROW(0, 1)},
                                                         {FEW_SCORES_ROW(1, 0), FEW_SCORES_ROW(1, 1)}};
 
-/* The softmax of a block of position-major scores (see above); a lone last position fills half a
- * vector, whose upper lanes are zeros and never stored or summed. */
-static void few_softmax(float *s, int nh, int nt, float *m, float *l, float *alpha)
+/* How far above its reference maximum m a head's score may go before the block is redone against a
+ * new maximum (the AVX-512 path's rule): the weights are exp(score - m) <= e^8, far inside F32's
+ * range. So a block's weights are taken against the m it started with, in one pass over its scores
+ * whose exps depend on nothing but their own score (the exact two-pass softmax waited on the block's
+ * maximum first: 6-7% of a 1k-position row at the embedded width, measured by leaving it out), and
+ * only an item's first block, or one whose maximum rose by more than this, takes a second pass. */
+#define FEW_LAZY_MAX 8.0f
+
+/* An item's running softmax, position-major like the scores: lanes h and h + 4 for head h. m is the
+ * reference maximum (0 in the lanes of absent heads, whose zero scores never pass it), l the sum of
+ * the weights (even positions in lanes 0-3, odd ones in 4-7: each lane's sum runs down its own
+ * positions, added at the item's end). */
+typedef struct {
+    __m256 m, l;
+    int started; /* m holds a maximum (not the item's first block) */
+} few_state;
+
+/* Lanes 0-3 set: the lone last position of a block fills the lower half of a pair's vector. */
+INLINE __m256 lower_half(void) { return _mm256_castsi256_ps(lanes(4)); }
+
+/* Weights exp(raw - m) of a block's scores into w, their sum into *sum; returns the block's maximum
+ * (lane-wise, like the scores). */
+static __m256 few_weights(const float *raw, float *w, int nt, __m256 m, __m256 *sum)
 {
-    float mo[4] = {0}, lo[4] = {0}, ao[4];
-    memcpy(mo, m, (size_t)nh * sizeof(float));
-    memcpy(lo, l, (size_t)nh * sizeof(float));
-    __m256 mx = _mm256_set1_ps(-INFINITY), sum = _mm256_setzero_ps();
+    __m256 mx = _mm256_set1_ps(-INFINITY), acc = _mm256_setzero_ps();
     int t = 0;
-    for (; t + 2 <= nt; t += 2) mx = _mm256_max_ps(mx, _mm256_loadu_ps(s + 4 * t));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-    if (t < nt) m4 = _mm_max_ps(m4, _mm_loadu_ps(s + 4 * t));
-    __m128 mold = _mm_loadu_ps(mo), mnew = _mm_max_ps(mold, m4);
-    __m256 mv = _mm256_set_m128(mnew, mnew);
-    for (t = 0; t + 2 <= nt; t += 2) {
-        __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(s + 4 * t), mv));
-        _mm256_storeu_ps(s + 4 * t, e);
-        sum = _mm256_add_ps(sum, e);
+    for (; t + 2 <= nt; t += 2) {
+        __m256 x = _mm256_loadu_ps(raw + 4 * t), e = exp_ps(_mm256_sub_ps(x, m));
+        mx = _mm256_max_ps(mx, x);
+        _mm256_storeu_ps(w + 4 * t, e);
+        acc = _mm256_add_ps(acc, e);
     }
-    __m128 l4 = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
     if (t < nt) {
-        __m128 e = _mm256_castps256_ps128(exp_ps(_mm256_zextps128_ps256(_mm_sub_ps(_mm_loadu_ps(s + 4 * t), mnew))));
-        _mm_storeu_ps(s + 4 * t, e);
-        l4 = _mm_add_ps(l4, e);
+        __m256 x = _mm256_set_m128(_mm_set1_ps(-INFINITY), _mm_loadu_ps(raw + 4 * t));
+        __m256 e = _mm256_and_ps(exp_ps(_mm256_sub_ps(x, m)), lower_half());
+        mx = _mm256_max_ps(mx, x);
+        _mm_storeu_ps(w + 4 * t, _mm256_castps256_ps128(e));
+        acc = _mm256_add_ps(acc, e);
     }
-    __m128 a = _mm256_castps256_ps128(exp_ps(_mm256_zextps128_ps256(_mm_sub_ps(mold, mnew))));
-    _mm_storeu_ps(mo, mnew);
-    _mm_storeu_ps(lo, _mm_fmadd_ps(_mm_loadu_ps(lo), a, l4));
-    _mm_storeu_ps(ao, a);
-    memcpy(m, mo, (size_t)nh * sizeof(float));
-    memcpy(l, lo, (size_t)nh * sizeof(float));
-    memcpy(alpha, ao, (size_t)nh * sizeof(float));
+    *sum = acc;
+    return mx;
+}
+
+/* The block's maximum of raw scores, lane-wise (for an item's first block, whose weights are not
+ * taken against a maximum it does not have yet). */
+static __m256 few_block_max(const float *raw, int nt)
+{
+    __m256 mx = _mm256_set1_ps(-INFINITY);
+    int t = 0;
+    for (; t + 2 <= nt; t += 2) mx = _mm256_max_ps(mx, _mm256_loadu_ps(raw + 4 * t));
+    if (t < nt) mx = _mm256_max_ps(mx, _mm256_set_m128(_mm_set1_ps(-INFINITY), _mm_loadu_ps(raw + 4 * t)));
+    return mx;
+}
+
+/* A block whose maximum mx rose past m + FEW_LAZY_MAX, or an item's first: m to the new maximum, l
+ * rescaled, the weights taken again; alpha (per head) rescales the accumulators in the weighted
+ * pass. */
+static void few_rebase(few_state *st, __m256 mx, const float *raw, float *w, int nt, float *alpha)
+{
+    __m256 top = _mm256_max_ps(mx, _mm256_permute2f128_ps(mx, mx, 0x01)); /* each head's, both halves */
+    __m256 mnew = _mm256_max_ps(st->m, top);
+    __m256 a = st->started ? exp_ps(_mm256_sub_ps(st->m, mnew)) : _mm256_setzero_ps();
+    _mm_storeu_ps(alpha, _mm256_castps256_ps128(a));
+    __m256 sum;
+    few_weights(raw, w, nt, mnew, &sum);
+    st->l = _mm256_fmadd_ps(st->l, a, sum);
+    st->m = mnew;
+    st->started = 1;
 }
 
 /* The last R % 16 columns of few heads, with position-major scores. [bf16][heads - 1] */
@@ -568,7 +604,7 @@ static line_cursor lines_between(const char *lat, const char *lat_end, const cha
  * Prefetching in the score pass alone leaves memory idle through the weighted pass; a third of the
  * rows there (one F32 line a step) measured 14% slower. */
 static void few_heads_block(const attention_item *it, const float *ql, const float *qr, int t, int blk, int next,
-                            float *s, float *alpha, float *m, float *l)
+                            few_state *st, float *raw, float *w)
 {
     const attention_kv *kv = it->kv;
     int R = kv->R, rope = kv->rope, nh = it->nh, bf16 = kv->dtype == DTYPE_BF16;
@@ -583,8 +619,14 @@ static void few_heads_block(const attention_item *it, const float *ql, const flo
         sp.lat_end = sp.lat + (size_t)rows * R * es;
         sp.kr_end = sp.kr + (size_t)rows * rope * es;
     }
-    few_scores_table[bf16][R % 16 == 0 && rope % 16 == 0][nh - 1](ql, qr, lat, kr, R, rope, kv->scale, nt, &sp, s);
-    few_softmax(s, nh, nt, m, l, alpha);
+    few_scores_table[bf16][R % 16 == 0 && rope % 16 == 0][nh - 1](ql, qr, lat, kr, R, rope, kv->scale, nt, &sp, raw);
+    float alpha[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+    __m256 sum, mx = st->started ? few_weights(raw, w, nt, st->m, &sum) : few_block_max(raw, nt);
+    __m256 over = _mm256_cmp_ps(mx, _mm256_add_ps(st->m, _mm256_set1_ps(FEW_LAZY_MAX)), _CMP_GT_OQ);
+    if (!st->started || _mm256_movemask_ps(over))
+        few_rebase(st, mx, raw, w, nt, alpha);
+    else
+        st->l = _mm256_add_ps(st->l, sum);
     line_cursor pf = lines_between(sp.lat, sp.lat_end, sp.kr, sp.kr_end);
     int Rw = R / 16 * 16, chunks = 0, rest = pf.total - pf.next;
     for (int c0 = 0; c0 < Rw; c0 += 8 * few_chunk_units((Rw - c0) / 8)) chunks++;
@@ -593,10 +635,10 @@ static void few_heads_block(const attention_item *it, const float *ql, const flo
     for (int c0 = 0; c0 < Rw;) {
         const char *run = NULL;
         int nu = few_chunk_units((Rw - c0) / 8), npf = line_run(&pf, (nt + (1 << lg) - 1) >> lg, &run);
-        few_weighted_table[bf16][nh - 1][nu - 2][(c0 / 8) & 1](it->acc, R, alpha, s, lat, nt, c0, run, npf, lg);
+        few_weighted_table[bf16][nh - 1][nu - 2][(c0 / 8) & 1](it->acc, R, alpha, w, lat, nt, c0, run, npf, lg);
         c0 += 8 * nu;
     }
-    if (Rw < R) few_weighted_tail[bf16][nh - 1](it->acc, R, alpha, s, lat, nt, Rw);
+    if (Rw < R) few_weighted_tail[bf16][nh - 1](it->acc, R, alpha, w, lat, nt, Rw);
 }
 
 _Static_assert(ATTN_GROUP_HEADS <= ATTN_BLOCK, "the conversion buffer holds the group's reordered queries");
@@ -628,27 +670,32 @@ static void item_start(const attention_item *it, const float **ql, const float *
  * it); shorter blocks cost more per position (the softmax, the accumulators' loads and stores).
  * BF16 items start on rows nobody prefetched with blocks of ATTN_RAMP_FIRST positions that double
  * (the AVX-512 path's item says why: here 1k positions cold 29.7 -> 29.3 us); F32 ones measured
- * slower so (their first blocks' prefetch bursts). The running maxima and sums live on the stack
+ * slower so (their first blocks' prefetch bursts). The running maxima and sums stay in few_state
  * until the item ends: in the scratch, 4 heads' are 16 bytes, so the next chunk's share their cache
  * line, and written every block that line went back and forth between the cores. */
 static void attention_item_few_heads(const attention_item *it)
 {
-    float s[4 * ATTN_BLOCK] __attribute__((aligned(64)));
-    float alpha[4], m[4], l[4];
+    float raw[4 * ATTN_BLOCK] __attribute__((aligned(64))), w[4 * ATTN_BLOCK] __attribute__((aligned(64)));
     const float *ql, *qr;
     item_start(it, &ql, &qr);
-    memcpy(m, it->m, (size_t)it->nh * sizeof(float));
-    memcpy(l, it->l, (size_t)it->nh * sizeof(float));
+    __m128i heads = _mm256_castsi256_si128(lanes(it->nh));
+    __m256 present = _mm256_castsi256_ps(_mm256_set_m128i(heads, heads));
+    few_state st = {.m = _mm256_and_ps(present, _mm256_set1_ps(-INFINITY)), .l = _mm256_setzero_ps()};
     int full = it->kv->dtype == DTYPE_BF16 ? ATTN_BLOCK : ATTN_BLOCK / 2;
     int blk = it->kv->dtype == DTYPE_BF16 ? ATTN_RAMP_FIRST : full;
     for (int t = it->t0; t < it->t1;) {
         int next = 2 * blk < full ? 2 * blk : full;
-        few_heads_block(it, ql, qr, t, blk, next, s, alpha, m, l);
+        few_heads_block(it, ql, qr, t, blk, next, &st, raw, w);
         t += blk;
         blk = next;
     }
-    memcpy(it->m, m, (size_t)it->nh * sizeof(float));
-    memcpy(it->l, l, (size_t)it->nh * sizeof(float));
+    float m[8], l[8];
+    _mm256_storeu_ps(m, st.m);
+    _mm256_storeu_ps(l, st.l);
+    for (int h = 0; h < it->nh; h++) {
+        it->m[h] = m[h];
+        it->l[h] = l[h] + l[h + 4];
+    }
 }
 
 /* ---------- Items of more than four heads (R1's groups of 32) ---------- */
