@@ -498,6 +498,12 @@ typedef struct {
 /* Lanes 0-3 set: the lone last position of a block fills the lower half of a pair's vector. */
 INLINE __m256 lower_half(void) { return _mm256_castsi256_ps(lanes(4)); }
 
+/* The scores of a lone last position t as a pair's vector, -inf in the upper half (no maximum). */
+INLINE __m256 lone_scores(const float *raw, int t)
+{
+    return _mm256_set_m128(_mm_set1_ps(-INFINITY), _mm_loadu_ps(raw + 4 * t));
+}
+
 /* Weights exp(raw - m) of a block's scores into w, their sum into *sum; returns the block's maximum
  * (lane-wise, like the scores). */
 static __m256 few_weights(const float *raw, float *w, int nt, __m256 m, __m256 *sum)
@@ -511,8 +517,7 @@ static __m256 few_weights(const float *raw, float *w, int nt, __m256 m, __m256 *
         acc = _mm256_add_ps(acc, e);
     }
     if (t < nt) {
-        __m256 x = _mm256_set_m128(_mm_set1_ps(-INFINITY), _mm_loadu_ps(raw + 4 * t));
-        __m256 e = _mm256_and_ps(exp_ps(_mm256_sub_ps(x, m)), lower_half());
+        __m256 x = lone_scores(raw, t), e = _mm256_and_ps(exp_ps(_mm256_sub_ps(x, m)), lower_half());
         mx = _mm256_max_ps(mx, x);
         _mm_storeu_ps(w + 4 * t, _mm256_castps256_ps128(e));
         acc = _mm256_add_ps(acc, e);
@@ -528,7 +533,7 @@ static __m256 few_block_max(const float *raw, int nt)
     __m256 mx = _mm256_set1_ps(-INFINITY);
     int t = 0;
     for (; t + 2 <= nt; t += 2) mx = _mm256_max_ps(mx, _mm256_loadu_ps(raw + 4 * t));
-    if (t < nt) mx = _mm256_max_ps(mx, _mm256_set_m128(_mm_set1_ps(-INFINITY), _mm_loadu_ps(raw + 4 * t)));
+    if (t < nt) mx = _mm256_max_ps(mx, lone_scores(raw, t));
     return mx;
 }
 
