@@ -85,7 +85,7 @@ typedef struct {
     const attention_kv *kv;
     const float *q_lat, *q_rope;
     float *out;
-    int chunk_len, n_chunks, n_groups, n, n_threads, l1_prefetch_bytes;
+    int chunk_len, n_chunks, group_heads, n_groups, n, n_threads, l1_prefetch_bytes;
     attention_scratch s;
     void (*item)(const attention_item *it);
 } row_job;
@@ -104,13 +104,13 @@ static void run_item(void *arg, int i)
 {
     const row_job *j = arg;
     const attention_kv *kv = j->kv;
-    int c = i / j->n_groups, h0 = (i % j->n_groups) * ATTN_GROUP_HEADS;
+    int c = i / j->n_groups, h0 = (i % j->n_groups) * j->group_heads;
     size_t part = (size_t)c * kv->heads + h0;
     int w = claim_buffer(j);
     attention_item it = {
         .kv = kv, .q_lat = j->q_lat + (size_t)h0 * kv->R, .q_rope = j->q_rope + (size_t)h0 * kv->rope,
         .t0 = c * j->chunk_len, .t1 = (c + 1) * j->chunk_len < j->n ? (c + 1) * j->chunk_len : j->n,
-        .n = j->n, .nh = kv->heads - h0 < ATTN_GROUP_HEADS ? kv->heads - h0 : ATTN_GROUP_HEADS,
+        .n = j->n, .nh = kv->heads - h0 < j->group_heads ? kv->heads - h0 : j->group_heads,
         .acc = j->s.acc + part * kv->R, .m = j->s.m + part, .l = j->s.l + part,
         .conv = j->s.conv + (size_t)w * ATTN_CONV_FLOATS(kv->R, kv->rope),
         .l1_prefetch_bytes = j->l1_prefetch_bytes,
@@ -178,6 +178,22 @@ static int chunk_length(int n)
     return per < ATTN_MIN_CHUNK ? ATTN_MIN_CHUNK : per;
 }
 
+/* Heads per item: ATTN_GROUP_HEADS, or half that when a row of many heads would give the pool fewer
+ * than two items a thread (a short row on many cores: at R1's 128 heads a 1k row is 2 chunks x 4
+ * groups, 8 items for 16 threads). Unlike the chunks this may follow the thread count: the AVX2 and
+ * scalar paths compute a head of a row of more than four heads the same way whatever group holds it
+ * (they choose their loop by the row's heads, and a head's lanes never meet another's). Not on
+ * AVX-512, whose loop keeps a group of 32 in two vectors: one of 16 heads gives each broadcast of a
+ * cache element one FMA instead of two, and the loads bind (16-core Xeon, R1's widths, F32, 8
+ * threads at 1k: 57% of the roof with groups of 32, 42% with 16). */
+static int group_heads(int heads, int n_chunks, int n_threads)
+{
+    int full = (heads + ATTN_GROUP_HEADS - 1) / ATTN_GROUP_HEADS;
+    if (kernels_path() == CPU_PATH_AVX512 || heads <= ATTN_GROUP_HEADS / 2 || n_chunks * full >= 2 * n_threads)
+        return ATTN_GROUP_HEADS;
+    return ATTN_GROUP_HEADS / 2;
+}
+
 void attention_row(thread_pool *pool, const attention_kv *kv, int n, const float *q_lat, const float *q_rope, float *out,
                    void *scratch)
 {
@@ -186,7 +202,8 @@ void attention_row(thread_pool *pool, const attention_kv *kv, int n, const float
     carve(kv->heads, kv->R, kv->rope, j.n_threads, scratch, &j.s);
     j.chunk_len = chunk_length(n);
     j.n_chunks = (n + j.chunk_len - 1) / j.chunk_len;
-    j.n_groups = (kv->heads + ATTN_GROUP_HEADS - 1) / ATTN_GROUP_HEADS;
+    j.group_heads = group_heads(kv->heads, j.n_chunks, j.n_threads);
+    j.n_groups = (kv->heads + j.group_heads - 1) / j.group_heads;
     thread_pool_for(pool, j.n_chunks * j.n_groups, run_item, &j);
     /* a small merge (the embedded width: 4 heads) costs less than handing it to the pool and waiting */
     if ((size_t)kv->heads * j.n_chunks * kv->R < ATTN_MERGE_ON_POOL)

@@ -1075,12 +1075,14 @@ static void wide_item(const attention_item *it)
 }
 _Static_assert(ATTN_GROUP_HEADS == 32, "wide_item's scores hold a group in two halves of 16");
 
-/* Items of four heads or fewer, and the rest (R1's groups of 32). With a BF16 cache both keep the
- * weighted latents in load16's order (the cache is read in place, widened in registers, with the
- * queries reordered to match), put back in order here. */
+/* Rows of four heads or fewer, and the rest (R1's groups of 32 or 16) — chosen by the row's heads,
+ * not the item's: a row's last group may be short, and which heads share it depends on the group
+ * size, which follows the thread count. With a BF16 cache both keep the weighted latents in load16's
+ * order (the cache is read in place, widened in registers, with the queries reordered to match), put
+ * back in order here. */
 void attention_item_avx2(const attention_item *it)
 {
-    if (it->nh <= 4)
+    if (it->kv->heads <= 4)
         attention_item_few_heads(it);
     else
         wide_item(it);
