@@ -1,12 +1,13 @@
 /* attention_row against a float64 softmax attention written out in full, on random queries and
- * caches: R1's widths (128 heads, kv_lora 512, rope 64), 40 and 20 heads with tails (the loops for rows of
- * many heads, in groups of 32, or 16 on more threads) and odd small ones (5 heads, 72, 24: every vector tail), F32 and BF16 caches
- * (the reference reads the same BF16 values), every kernel path,
- * lengths on both sides of the block, chunk and chunk-growth boundaries, keys whose scores jump or
- * creep along the positions (running maxima that rise mid-item). And the invariance that
- * speculation and reproducibility rest on: the result is bit-identical for 1, 2, 3, 4 and 8 threads (on the AVX2 and
- * scalar paths a row of many heads is cut into groups of 16 instead of 32 when the pool has more
- * threads than half its items: at R1's widths from 5 threads at 1100 positions, from 3 at 300). */
+ * caches: R1's widths (128 heads, kv_lora 512, rope 64), 40 and 20 heads with tails (the loops for
+ * rows of many heads, in groups of 32, or 16 on more threads) and odd small ones (5 heads, 72, 24:
+ * every vector tail), F32 and BF16 caches (the reference reads the same BF16 values), every kernel
+ * path, lengths on both sides of the block, chunk and chunk-growth boundaries, keys whose scores
+ * jump or creep along the positions (running maxima that rise mid-item). And the invariance that
+ * speculation and reproducibility rest on: the result is bit-identical for 1, 2, 3, 4 and 8
+ * threads (on the AVX2 and scalar paths a row of many heads is cut into groups of 16 instead of 32
+ * when the pool has more threads than half its items: at R1's widths from 5 threads at 1100
+ * positions, from 3 at 300). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
