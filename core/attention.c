@@ -178,20 +178,18 @@ static int chunk_length(int n)
     return per < ATTN_MIN_CHUNK ? ATTN_MIN_CHUNK : per;
 }
 
-/* Heads per item: ATTN_GROUP_HEADS, or half that when a row of many heads would give the pool fewer
- * than two items a thread (a short row on many cores: at R1's 128 heads a 1k row is 2 chunks x 4
- * groups, 8 items for 16 threads). Unlike the chunks this may follow the thread count: the AVX2 and
- * scalar paths compute a head of a row of more than four heads the same way whatever group holds it
- * (they choose their loop by the row's heads, and a head's lanes never meet another's). Not on
- * AVX-512, whose loop keeps a group of 32 in two vectors: one of 16 heads gives each broadcast of a
- * cache element one FMA instead of two, and the loads bind (16-core Xeon, R1's widths, F32, 8
- * threads at 1k: 57% of the roof with groups of 32, 42% with 16). */
+/* Heads per item: ATTN_GROUP_HEADS, or half that when a row of many heads would leave at least half
+ * the pool's threads without an item, so that every half-group item gets a thread of its own (a
+ * short row on many cores: at R1's 128 heads a 1k row is 2 chunks x 4 groups, 8 items for 16
+ * threads). Unlike the chunks this may follow the thread count: every path computes a head of a
+ * row of more than 16 heads the same way whatever group holds it (they choose their loop by the
+ * row's heads, and a head's lanes never meet another's). Not sooner: on AVX-512 a group of 16 is
+ * one vector whose every broadcast feeds one FMA instead of two, and the loads bind (16-core Xeon,
+ * R1's widths, F32, 8 threads at 1k: 57% of the roof with groups of 32, 42% with 16). */
 static int group_heads(int heads, int n_chunks, int n_threads)
 {
     int full = (heads + ATTN_GROUP_HEADS - 1) / ATTN_GROUP_HEADS;
-    if (kernels_path() == CPU_PATH_AVX512 || heads <= ATTN_GROUP_HEADS / 2 || n_chunks * full >= 2 * n_threads)
-        return ATTN_GROUP_HEADS;
-    return ATTN_GROUP_HEADS / 2;
+    return heads > ATTN_GROUP_HEADS / 2 && 2 * n_chunks * full <= n_threads ? ATTN_GROUP_HEADS / 2 : ATTN_GROUP_HEADS;
 }
 
 void attention_row(thread_pool *pool, const attention_kv *kv, int n, const float *q_lat, const float *q_rope, float *out,

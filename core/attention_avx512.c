@@ -642,10 +642,10 @@ FEW_ITEM(1, 0) FEW_ITEM(2, 0) FEW_ITEM(3, 0) FEW_ITEM(4, 0) FEW_ITEM(1, 1) FEW_I
 static void (*const few_items[2][4])(const attention_item *) = {
     {few_item_1_0, few_item_2_0, few_item_3_0, few_item_4_0}, {few_item_1_1, few_item_2_1, few_item_3_1, few_item_4_1}};
 
-/* ---------- Items of 17 to 32 heads (R1's groups of 32) ---------- */
+/* ---------- Items of rows of more than 16 heads (R1's groups of 32, or 16 on many threads) ---------- */
 
-/* Scores and weighted latents as vectors over the group's heads (two vectors: 32 heads, those past nh
- * zero): a tile's FMAs take a vector of 16 heads' queries (or weights) and one broadcast element of a
+/* Scores and weighted latents as vectors over the group's heads (V = 2 vectors: 32 heads, or V = 1:
+ * 16; those past nh zero): a tile's FMAs take a vector of 16 heads' queries (or weights) and one broadcast element of a
  * cache row, so no tile ends in a transpose-add tree and the softmax is vertical, lane h for head h.
  * Tiles of WIDE_NT positions x 32 heads (scores) and WIDE_NC columns x 32 heads (weighted latents)
  * keep 2 WIDE_NT or 2 WIDE_NC accumulators. The queries ([R + rope][32]) are re-read once per
@@ -733,11 +733,12 @@ typedef struct {
     const char *lat, *lat_end, *kr, *kr_end;
 } wide_pf;
 
-/* a[t][v] += qt[k][16 v ..] * x[t][k] over k < len (x rows xs apart); the lines [pf, pf_end) of the
- * next block prefetched into L2, one per step: spread out, because a burst of a tile's lines (~400)
- * waits on the miss buffers, which cost ~20% where the rows come from DRAM. */
-INLINE void wide_dot(int NT, const float *qt, const float *x, int xs, int len, const char *pf, const char *pf_end,
-                     __m512 a[12][2])
+/* a[t][v] += qt[k][16 v ..] * x[t][k] over k < len, v < V (x rows xs apart); the lines [pf, pf_end)
+ * of the next block prefetched into L2, one per step: spread out, because a burst of a tile's lines
+ * (~400) waits on the miss buffers, which cost ~20% where the rows come from DRAM. Lane h of a[t][0]
+ * is the same chain of FMAs for V = 1 and 2: a head's score does not depend on its group. */
+INLINE void wide_dot(int NT, int V, const float *qt, const float *x, int xs, int len, const char *pf,
+                     const char *pf_end, __m512 a[12][2])
 {
 #pragma GCC unroll 2
     for (int k = 0; k < len; k++) {
@@ -745,60 +746,60 @@ INLINE void wide_dot(int NT, const float *qt, const float *x, int xs, int len, c
             __builtin_prefetch(pf, 0, 1);
             pf += 64;
         }
-        __m512 q0 = _mm512_loadu_ps(qt + (size_t)k * 32), q1 = _mm512_loadu_ps(qt + (size_t)k * 32 + 16);
+        __m512 q0 = _mm512_loadu_ps(qt + (size_t)k * 32), q1 = V > 1 ? _mm512_loadu_ps(qt + (size_t)k * 32 + 16) : q0;
 #pragma GCC unroll 12
         for (int t = 0; t < NT; t++) {
             __m512 b = _mm512_set1_ps(x[(size_t)t * xs + k]);
             a[t][0] = _mm512_fmadd_ps(q0, b, a[t][0]);
-            a[t][1] = _mm512_fmadd_ps(q1, b, a[t][1]);
+            if (V > 1) a[t][1] = _mm512_fmadd_ps(q1, b, a[t][1]);
         }
     }
 }
 
-/* s[t][0..32) = scale * (qt . row t) for NT positions; pf: this tile's share of the next block. */
-INLINE void wide_score_tile(int NT, const float *qt, const float *lat, const float *kr, int R, int rope, float scale,
-                            float *s, const wide_pf *pf)
+/* s[t][0..16 V) = scale * (qt . row t) for NT positions; pf: this tile's share of the next block. */
+INLINE void wide_score_tile(int NT, int V, const float *qt, const float *lat, const float *kr, int R, int rope,
+                            float scale, float *s, const wide_pf *pf)
 {
     __m512 a[12][2];
 #pragma GCC unroll 12
     for (int t = 0; t < NT; t++) a[t][0] = a[t][1] = _mm512_setzero_ps();
-    wide_dot(NT, qt, lat, R, R, pf->lat, pf->lat_end, a);
-    wide_dot(NT, qt + (size_t)R * 32, kr, rope, rope, pf->kr, pf->kr_end, a);
+    wide_dot(NT, V, qt, lat, R, R, pf->lat, pf->lat_end, a);
+    wide_dot(NT, V, qt + (size_t)R * 32, kr, rope, rope, pf->kr, pf->kr_end, a);
     __m512 sc = _mm512_set1_ps(scale);
 #pragma GCC unroll 12
     for (int t = 0; t < NT; t++) {
         _mm512_storeu_ps(s + t * 32, _mm512_mul_ps(a[t][0], sc));
-        _mm512_storeu_ps(s + t * 32 + 16, _mm512_mul_ps(a[t][1], sc));
+        if (V > 1) _mm512_storeu_ps(s + t * 32 + 16, _mm512_mul_ps(a[t][1], sc));
     }
 }
 
 /* at[c0 + c][..] = at * alpha + sum_t s[t][..] lat[t][c0 + c] for NC columns; first: an item's
  * first block, at not yet written (no memset of it per item: ~2% of a 512-position item). */
-INLINE void wide_weighted_tile(int NC, float *at, const __m512 alpha[2], const float *s, const float *lat, int R, int nt,
-                               int c0, int first)
+INLINE void wide_weighted_tile(int NC, int V, float *at, const __m512 alpha[2], const float *s, const float *lat, int R,
+                               int nt, int c0, int first)
 {
     __m512 a[12][2];
     float *p = at + (size_t)c0 * 32;
 #pragma GCC unroll 12
     for (int c = 0; c < NC; c++) {
         a[c][0] = first ? _mm512_setzero_ps() : _mm512_mul_ps(_mm512_loadu_ps(p + c * 32), alpha[0]);
-        a[c][1] = first ? _mm512_setzero_ps() : _mm512_mul_ps(_mm512_loadu_ps(p + c * 32 + 16), alpha[1]);
+        a[c][1] = first || V < 2 ? _mm512_setzero_ps() : _mm512_mul_ps(_mm512_loadu_ps(p + c * 32 + 16), alpha[1]);
     }
     const float *x = lat + c0;
 #pragma GCC unroll 2
     for (int t = 0; t < nt; t++, x += R) {
-        __m512 w0 = _mm512_loadu_ps(s + t * 32), w1 = _mm512_loadu_ps(s + t * 32 + 16);
+        __m512 w0 = _mm512_loadu_ps(s + t * 32), w1 = V > 1 ? _mm512_loadu_ps(s + t * 32 + 16) : w0;
 #pragma GCC unroll 12
         for (int c = 0; c < NC; c++) {
             __m512 b = _mm512_set1_ps(x[c]);
             a[c][0] = _mm512_fmadd_ps(w0, b, a[c][0]);
-            a[c][1] = _mm512_fmadd_ps(w1, b, a[c][1]);
+            if (V > 1) a[c][1] = _mm512_fmadd_ps(w1, b, a[c][1]);
         }
     }
 #pragma GCC unroll 12
     for (int c = 0; c < NC; c++) {
         _mm512_storeu_ps(p + c * 32, a[c][0]);
-        _mm512_storeu_ps(p + c * 32 + 16, a[c][1]);
+        if (V > 1) _mm512_storeu_ps(p + c * 32 + 16, a[c][1]);
     }
 }
 
@@ -806,35 +807,37 @@ typedef void (*wide_score_fn)(const float *qt, const float *lat, const float *kr
                               const wide_pf *pf);
 typedef void (*wide_weighted_fn)(float *at, const __m512 alpha[2], const float *s, const float *lat, int R, int nt, int c0,
                                  int first);
-#define WIDE_VARIANT(n)                                                                                           \
-    static void wide_score_##n(const float *qt, const float *lat, const float *kr, int R, int rope, float scale,   \
-                               float *s, const wide_pf *pf)                                                       \
+#define WIDE_VARIANT(n, v)                                                                                        \
+    static void wide_score_##n##_##v(const float *qt, const float *lat, const float *kr, int R, int rope,          \
+                                     float scale, float *s, const wide_pf *pf)                                    \
     {                                                                                                             \
-        wide_score_tile(n, qt, lat, kr, R, rope, scale, s, pf);                                                   \
+        wide_score_tile(n, v, qt, lat, kr, R, rope, scale, s, pf);                                                \
     }                                                                                                             \
-    static void wide_weighted_##n(float *at, const __m512 alpha[2], const float *s, const float *lat, int R, int nt, \
-                                  int c0, int first)                                                              \
+    static void wide_weighted_##n##_##v(float *at, const __m512 alpha[2], const float *s, const float *lat, int R, \
+                                        int nt, int c0, int first)                                                \
     {                                                                                                             \
-        wide_weighted_tile(n, at, alpha, s, lat, R, nt, c0, first);                                               \
+        wide_weighted_tile(n, v, at, alpha, s, lat, R, nt, c0, first);                                            \
     }
-WIDE_VARIANT(1) WIDE_VARIANT(2) WIDE_VARIANT(3) WIDE_VARIANT(4) WIDE_VARIANT(5) WIDE_VARIANT(6) WIDE_VARIANT(7)
-WIDE_VARIANT(8) WIDE_VARIANT(9) WIDE_VARIANT(10) WIDE_VARIANT(11) WIDE_VARIANT(12)
-/* [positions or columns - 1] */
-static const wide_score_fn wide_scores[12] = {wide_score_1, wide_score_2, wide_score_3, wide_score_4,
-                                              wide_score_5, wide_score_6, wide_score_7, wide_score_8,
-                                              wide_score_9, wide_score_10, wide_score_11, wide_score_12};
-static const wide_weighted_fn wide_weighteds[12] = {wide_weighted_1, wide_weighted_2, wide_weighted_3,
-                                                    wide_weighted_4, wide_weighted_5, wide_weighted_6,
-                                                    wide_weighted_7, wide_weighted_8, wide_weighted_9,
-                                                    wide_weighted_10, wide_weighted_11, wide_weighted_12};
+#define WIDE_VARIANTS(v)                                                                                          \
+    WIDE_VARIANT(1, v) WIDE_VARIANT(2, v) WIDE_VARIANT(3, v) WIDE_VARIANT(4, v) WIDE_VARIANT(5, v)                \
+    WIDE_VARIANT(6, v) WIDE_VARIANT(7, v) WIDE_VARIANT(8, v) WIDE_VARIANT(9, v) WIDE_VARIANT(10, v)               \
+    WIDE_VARIANT(11, v) WIDE_VARIANT(12, v)
+WIDE_VARIANTS(1) WIDE_VARIANTS(2)
+#define WIDE_ROW(name, v)                                                                                         \
+    {name##_1_##v, name##_2_##v, name##_3_##v, name##_4_##v,  name##_5_##v,  name##_6_##v,                        \
+     name##_7_##v, name##_8_##v, name##_9_##v, name##_10_##v, name##_11_##v, name##_12_##v}
+/* [vectors - 1][positions or columns - 1] */
+static const wide_score_fn wide_scores[2][12] = {WIDE_ROW(wide_score, 1), WIDE_ROW(wide_score, 2)};
+static const wide_weighted_fn wide_weighteds[2][12] = {WIDE_ROW(wide_weighted, 1), WIDE_ROW(wide_weighted, 2)};
 _Static_assert(WIDE_NT == 12 && WIDE_NC == 12, "the tables and accumulator arrays hold tiles of up to 12");
 
 /* The block's softmax, vertical (lane h: head h): m to the block's maximum, alpha = exp(m_old - m),
  * s = exp(s - m), l = l alpha + sum_t s. */
-static void wide_softmax(float *s, int nt, __m512 m[2], __m512 l[2], __m512 alpha[2])
+static void wide_softmax(float *s, int nt, int V, __m512 m[2], __m512 l[2], __m512 alpha[2])
 {
     __m512 ninf = _mm512_set1_ps(-INFINITY);
-    for (int v = 0; v < 2; v++) {
+    alpha[1] = _mm512_setzero_ps(); /* V = 1: never read */
+    for (int v = 0; v < V; v++) {
         __m512 mx[2] = {m[v], ninf};
         for (int t = 0; t < nt; t++) mx[t & 1] = _mm512_max_ps(mx[t & 1], _mm512_loadu_ps(s + t * 32 + 16 * v));
         __m512 mnew = _mm512_max_ps(mx[0], mx[1]), sum[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
@@ -857,7 +860,7 @@ static void wide_softmax(float *s, int nt, __m512 m[2], __m512 l[2], __m512 alph
 static void wide_block(const attention_item *it, const float *qt, float *at, int t, int nt, __m512 m[2], __m512 l[2])
 {
     const attention_kv *kv = it->kv;
-    int R = kv->R, rope = kv->rope, bf16 = kv->dtype != DTYPE_F32;
+    int R = kv->R, rope = kv->rope, bf16 = kv->dtype != DTYPE_F32, V = it->nh > 16 ? 2 : 1;
     float s[ATTN_BLOCK * 32] __attribute__((aligned(64)));
     const float *lat, *kr;
     block_rows(kv, t, nt, it->conv, 0, &lat, &kr);
@@ -870,12 +873,12 @@ static void wide_block(const attention_item *it, const float *qt, float *at, int
         if (pa < pb)
             pf = (wide_pf){ahead.lat + pa * ahead.lat_row, ahead.lat + pb * ahead.lat_row, ahead.kr + pa * ahead.kr_row,
                            ahead.kr + pb * ahead.kr_row};
-        wide_scores[n - 1](qt, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale, s + u * 32, &pf);
+        wide_scores[V - 1][n - 1](qt, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale, s + u * 32, &pf);
     }
     __m512 alpha[2];
-    wide_softmax(s, nt, m, l, alpha);
+    wide_softmax(s, nt, V, m, l, alpha);
     for (int c0 = 0; c0 < R; c0 += WIDE_NC)
-        wide_weighteds[(R - c0 < WIDE_NC ? R - c0 : WIDE_NC) - 1](at, alpha, s, lat, R, nt, c0, t == it->t0);
+        wide_weighteds[V - 1][(R - c0 < WIDE_NC ? R - c0 : WIDE_NC) - 1](at, alpha, s, lat, R, nt, c0, t == it->t0);
 }
 
 /* conv: the widened block, then the queries [R + rope][32], then the weighted latents [R][32]. */
@@ -902,15 +905,17 @@ static void wide_item(const attention_item *it)
 }
 _Static_assert(ATTN_GROUP_HEADS == 32, "wide_item's tiles hold a group in two vectors");
 
+/* By the row's heads first: a row of more than 16 heads runs every group in wide_item (its last group
+ * may be short, and which heads share a group follows the thread count), the others are one group. */
 void attention_item_avx512(const attention_item *it)
 {
     const attention_kv *kv = it->kv;
-    if (it->nh <= 4 && kv->dtype == DTYPE_F32)
+    if (kv->heads > 16)
+        wide_item(it);
+    else if (it->nh <= 4 && kv->dtype == DTYPE_F32)
         few_items[0][it->nh - 1](it);
     else if (it->nh <= 4 && kv->R % 32 == 0 && kv->rope % 32 == 0)
         few_items[1][it->nh - 1](it);
-    else if (it->nh > 16)
-        wide_item(it);
     else
         attention_item_avx512_rows(it);
 }

@@ -12,8 +12,8 @@
 /* The first block of an item of few heads, the next ones twice as long up to the full block (a
  * multiple of 4: the score tiles). */
 #define ATTN_RAMP_FIRST 8
-/* Heads per work item (at most: attention_row halves it for a short row on many threads on the
- * AVX2 and scalar paths): more items for small n, and the group's queries and accumulators
+/* Heads per work item (at most: attention_row halves it for a short row on many threads): more
+ * items for small n, and the group's queries and accumulators
  * (ATTN_GROUP_HEADS x (R + rope) floats each) stay in L2. */
 #define ATTN_GROUP_HEADS 32
 /* Chunks per row at most (the merge's partial sums are [ATTN_MAX_CHUNKS][heads][R]), the shortest

@@ -5,9 +5,9 @@
  * path, lengths on both sides of the block, chunk and chunk-growth boundaries, keys whose scores
  * jump or creep along the positions (running maxima that rise mid-item). And the invariance that
  * speculation and reproducibility rest on: the result is bit-identical for 1, 2, 3, 4 and 8
- * threads (on the AVX2 and scalar paths a row of many heads is cut into groups of 16 instead of 32
- * when the pool has more threads than half its items: at R1's widths from 5 threads at 1100
- * positions, from 3 at 300). */
+ * threads (a row of many heads is cut into groups of 16 instead of 32 when the pool has at least
+ * twice as many threads as items: at R1's widths from 8 threads at 300 positions, 16 at 1100; at
+ * 40 heads from 4 threads at 300, 8 at 1100). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -159,9 +159,8 @@ int main(void)
     static const int pairs_n[] = {1, 5, 33, 300, 1100};
     static const int small_n[] = {1, 3, 31, 32, 33, 255, 257, 1000, 8192, 8300};
     static const int r1_n[] = {1, 37, 300, 1100};
-    /* the loops for rows of many heads: 40 heads, groups of 32 and 8 (the general loop on AVX-512; on
-     * AVX2 16, 16 and 8 on more threads), R ending on a tile of 4 columns and a transpose of 4; 20
-     * heads, padded to 32 */
+    /* the loops for rows of many heads: 40 heads, groups of 32 and 8 (16, 16 and 8 on more threads),
+     * R ending on a tile of 4 columns and a transpose of 4; 20 heads, padded to 32 */
     static const widths wide[] = {{40, 100, 24}, {20, 72, 40}};
     static const int wide_n[] = {1, 37, 300, 1100};
     int cases = 0;
