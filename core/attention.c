@@ -188,8 +188,9 @@ static int chunk_length(int n)
  * R1's widths, F32, 8 threads at 1k: 57% of the roof with groups of 32, 42% with 16). */
 static int group_heads(int heads, int n_chunks, int n_threads)
 {
+    /* a row of 16 heads or fewer is one group either way */
     int full = (heads + ATTN_GROUP_HEADS - 1) / ATTN_GROUP_HEADS;
-    return heads > ATTN_GROUP_HEADS / 2 && 2 * n_chunks * full <= n_threads ? ATTN_GROUP_HEADS / 2 : ATTN_GROUP_HEADS;
+    return 2 * n_chunks * full <= n_threads ? ATTN_GROUP_HEADS / 2 : ATTN_GROUP_HEADS;
 }
 
 void attention_row(thread_pool *pool, const attention_kv *kv, int n, const float *q_lat, const float *q_rope, float *out,

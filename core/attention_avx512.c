@@ -645,8 +645,8 @@ static void (*const few_items[2][4])(const attention_item *) = {
 /* ---------- Items of rows of more than 16 heads (R1's groups of 32, or 16 on many threads) ---------- */
 
 /* Scores and weighted latents as vectors over the group's heads (V = 2 vectors: 32 heads, or V = 1:
- * 16; those past nh zero): a tile's FMAs take a vector of 16 heads' queries (or weights) and one broadcast element of a
- * cache row, so no tile ends in a transpose-add tree and the softmax is vertical, lane h for head h.
+ * 16; those past nh zero): a tile's FMAs take a vector of 16 heads' queries (or weights) and one
+ * broadcast element of a cache row, so no tile ends in a transpose-add tree and the softmax is vertical, lane h for head h.
  * Tiles of WIDE_NT positions x 32 heads (scores) and WIDE_NC columns x 32 heads (weighted latents)
  * keep 2 WIDE_NT or 2 WIDE_NC accumulators. The queries ([R + rope][32]) are re-read once per
  * WIDE_NT positions, a block's rows once per block and pass; the 4 x 4 tiles of the loop above
@@ -905,12 +905,13 @@ static void wide_item(const attention_item *it)
 }
 _Static_assert(ATTN_GROUP_HEADS == 32, "wide_item's tiles hold a group in two vectors");
 
-/* By the row's heads first: a row of more than 16 heads runs every group in wide_item (its last group
- * may be short, and which heads share a group follows the thread count), the others are one group. */
+/* By the row's heads first: a row that attention_row may cut into groups of 16 or 32 runs every
+ * group in wide_item (its last group may be short, and which heads share a group follows the thread
+ * count); the others are one group. */
 void attention_item_avx512(const attention_item *it)
 {
     const attention_kv *kv = it->kv;
-    if (kv->heads > 16)
+    if (kv->heads > ATTN_GROUP_HEADS / 2)
         wide_item(it);
     else if (it->nh <= 4 && kv->dtype == DTYPE_F32)
         few_items[0][it->nh - 1](it);

@@ -13,8 +13,8 @@
  * multiple of 4: the score tiles). */
 #define ATTN_RAMP_FIRST 8
 /* Heads per work item (at most: attention_row halves it for a short row on many threads): more
- * items for small n, and the group's queries and accumulators
- * (ATTN_GROUP_HEADS x (R + rope) floats each) stay in L2. */
+ * items for small n, and the group's queries and accumulators (ATTN_GROUP_HEADS x (R + rope)
+ * floats each) stay in L2. */
 #define ATTN_GROUP_HEADS 32
 /* Chunks per row at most (the merge's partial sums are [ATTN_MAX_CHUNKS][heads][R]), the shortest
  * chunk, and the positions per chunk aimed at in between. Every chunk after the first of a thread
