@@ -24,6 +24,8 @@
 #define ATTN_MAX_CHUNKS 32
 #define ATTN_MIN_CHUNK 512
 #define ATTN_CHUNK_TARGET 1024
+/* The shortest chunk of a row of few heads spread over a machine's CPUs (attention.c, chunk_length). */
+#define ATTN_SHORT_CHUNK 256
 
 /* A thread's buffer: [ATTN_BLOCK][R + rope] floats for a BF16 block widened, then room for a group's
  * queries and weighted latents in another order ([R + rope][ATTN_GROUP_HEADS] and
@@ -78,6 +80,11 @@ static inline void attention_prefetch(const attention_ahead *a, int t0, int t1)
         for (size_t b = 0; b < a->kr_row; b += 64) __builtin_prefetch(a->kr + (size_t)t * a->kr_row + b, 0, 1);
     }
 }
+
+/* attention_row as on a machine of machine_cpus online CPUs (1..ATTN_MAX_CHUNKS), which set how
+ * many chunks a row of few heads is cut into: attention_row passes the machine's, the tests others. */
+void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, const float *q_lat,
+                              const float *q_rope, float *out, void *scratch, int machine_cpus);
 
 void attention_item_scalar(const attention_item *it);
 void attention_item_avx2(const attention_item *it);

@@ -5,14 +5,15 @@
  * path, lengths on both sides of the block, chunk and chunk-growth boundaries, keys whose scores
  * jump or creep along the positions (running maxima that rise mid-item). And the invariance that
  * speculation and reproducibility rest on: the result is bit-identical for 1, 2, 3, 4 and 8
- * threads (a row of many heads is cut into groups of 16 instead of 32 when the pool has at least
- * twice as many threads as items: at R1's widths from 8 threads at 300 positions, 16 at 1100; at
- * 40 heads from 4 threads at 300, 8 at 1100). */
+ * threads, as on a machine of 2 CPUs and of 16 (where a row of few heads is cut into more, shorter
+ * chunks; the pool's size must not change them). A row of many heads is cut into groups of 16
+ * instead of 32 when the pool has at least twice as many threads as items: at R1's widths from 8
+ * threads at 300 positions, 16 at 1100; at 40 heads from 4 threads at 300, 8 at 1100. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "core/attention.h"
+#include "core/attention_internal.h"
 #include "core/kernels.h"
 #include "tests/test_check.h"
 
@@ -97,19 +98,22 @@ static void reference(const widths *w, int n, const float *ql, const float *qr, 
     free(s);
 }
 
-static void run(const attention_kv *kv, int n, const float *ql, const float *qr, int threads, float *out)
+/* attention_row as on a machine of `machine` CPUs (they set how many chunks a row of few heads is
+ * cut into; the pool's size must not). */
+static void run(const attention_kv *kv, int n, const float *ql, const float *qr, int machine, int threads, float *out)
 {
     thread_pool *pool = thread_pool_create(threads);
     size_t bytes = attention_scratch_bytes(kv->heads, kv->R, kv->rope, threads);
     void *scratch = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     memset(scratch, 0, bytes);
-    attention_row(pool, kv, n, ql, qr, out, scratch);
+    attention_row_on_machine(pool, kv, n, ql, qr, out, scratch, machine);
     free(scratch);
     thread_pool_free(pool);
 }
 
-/* One case: error against float64 relative to the largest latent value (the output is a convex
- * combination of latents), and 2, 3, 4 and 8 threads bit-identical to 1. */
+/* One case, as on a machine of 2 CPUs and of 16: error against float64 relative to the largest
+ * latent value (the output is a convex combination of latents), and 2, 3, 4 and 8 threads
+ * bit-identical to 1. */
 static void check_shaped(const widths *w, int n, dtype_t dt, double qamp, key_shape shape)
 {
     size_t es = dtype_size(dt), nq = (size_t)w->heads * (w->R + w->rope);
@@ -128,20 +132,25 @@ static void check_shaped(const widths *w, int n, dtype_t dt, double qamp, key_sh
     double scale = 1.0 / sqrt((double)(w->R + w->rope) / 4.0);
     attention_kv kv = {w->heads, w->R, w->rope, dt, clat, ckr, (float)scale};
     reference(w, n, ql, qr, lat, kr, (double)(float)scale, want);
-    run(&kv, n, ql, qr, 1, out1);
-    double err = 0;
-    for (size_t i = 0; i < (size_t)w->heads * w->R; i++) {
-        double d = fabs(out1[i] - want[i]);
-        err = isnan(d) || isnan(err) ? NAN : fmax(err, d); /* fmax would pass over a NaN */
-    }
-    CHECK(err <= 2e-5, "%s %d heads R %d rope %d n %d %s%s: max error %.3g against float64", cpu_path_name(kernels_path()),
-          w->heads, w->R, w->rope, n, dt == DTYPE_BF16 ? "bf16" : "f32", shape ? " (shaped keys)" : "", err);
-    static const int threads[] = {2, 3, 4, 8};
-    for (size_t i = 0; i < sizeof threads / sizeof *threads; i++) {
-        int th = threads[i];
-        run(&kv, n, ql, qr, th, outk);
-        CHECK(!memcmp(out1, outk, (size_t)w->heads * w->R * sizeof(float)), "%s %d heads n %d: %d threads differ from 1",
-              cpu_path_name(kernels_path()), w->heads, n, th);
+    /* a machine of 2 CPUs (long chunks) and one of 16 (a row of few heads from 768 positions cut
+     * into up to 16 chunks of 256 or more) */
+    static const int machines[] = {2, 16}, threads[] = {2, 3, 4, 8};
+    for (size_t m = 0; m < sizeof machines / sizeof *machines; m++) {
+        run(&kv, n, ql, qr, machines[m], 1, out1);
+        double err = 0;
+        for (size_t i = 0; i < (size_t)w->heads * w->R; i++) {
+            double d = fabs(out1[i] - want[i]);
+            err = isnan(d) || isnan(err) ? NAN : fmax(err, d); /* fmax would pass over a NaN */
+        }
+        CHECK(err <= 2e-5, "%s %d heads R %d rope %d n %d %s%s, %d CPUs: max error %.3g against float64",
+              cpu_path_name(kernels_path()), w->heads, w->R, w->rope, n, dt == DTYPE_BF16 ? "bf16" : "f32",
+              shape ? " (shaped keys)" : "", machines[m], err);
+        for (size_t i = 0; i < sizeof threads / sizeof *threads; i++) {
+            run(&kv, n, ql, qr, machines[m], threads[i], outk);
+            CHECK(!memcmp(out1, outk, (size_t)w->heads * w->R * sizeof(float)),
+                  "%s %d heads n %d, %d CPUs: %d threads differ from 1", cpu_path_name(kernels_path()), w->heads, n,
+                  machines[m], threads[i]);
+        }
     }
     free(lat); free(kr); free(clat); free(ckr); free(q); free(out1); free(outk); free(want);
 }
