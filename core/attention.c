@@ -111,8 +111,8 @@ static int claim_buffer(const row_job *j)
  * thread its own items. */
 static int chunk_of_item(const row_job *j, int k)
 {
-    int C = j->n_chunks, s = j->n_threads < C ? j->n_threads : C, q = C / s, rem = C % s;
     if (j->n_groups > 1) return k;
+    int C = j->n_chunks, s = j->n_threads < C ? j->n_threads : C, q = C / s, rem = C % s;
     int run = k < q * s ? k % s : k - q * s, step = k < q * s ? k / s : q;
     return run * q + (run < rem ? run : rem) + step;
 }
