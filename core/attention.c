@@ -200,25 +200,40 @@ static void (*item_path(void))(const attention_item *)
 }
 
 /* Chunk length: n / ATTN_CHUNK_TARGET chunks, at least 2 (two threads share even a short row) and
- * at most ATTN_MAX_CHUNKS, each a whole number of blocks and no shorter than ATTN_MIN_CHUNK. A row
- * of few heads is one group, so its chunks are its only items, and it is memory-bound: a chunk runs
- * at one core's bandwidth (~10 GB/s on the Xeon). So such a row is cut into as many chunks as the
- * machine has CPUs, down to ATTN_SHORT_CHUNK positions. The count follows the machine, never the
- * pool, so the result stays bit-identical for any thread count; not the pool's either because short
- * chunks cost a thread that runs several (their partial sums, the first block's second pass of the
- * maximum): embedded width, 1k-8k positions, 1 thread 2-7% slower with 16 chunks than with 2-8.
- * A 2-CPU machine keeps its chunks. Not for many heads: their groups give the items, and
- * 256-position chunks cost R1's widths on one AVX-512 core 10-25%. */
-static int chunk_length(int n, int heads, int machine_cpus)
+ * at most ATTN_MAX_CHUNKS, each a whole number of blocks and no shorter than ATTN_MIN_CHUNK. A short
+ * row on a machine of many CPUs would leave most of them idle: a row of few heads is one group, so
+ * its chunks are its only items, and it is memory-bound (a chunk runs at one core's bandwidth, ~10
+ * GB/s on the Xeon); R1's 128 heads on AVX-512 are 4 groups, so a 1k row is 8 items. Such a row is
+ * cut into enough chunks that chunks x groups of group_unit heads cover the machine's CPUs, down to
+ * ATTN_SHORT_CHUNK positions. The count follows the machine, never the pool, so the result stays
+ * bit-identical for any thread count; not the pool's either because short chunks cost a thread
+ * that runs several (their partial sums, the first block's second pass of the maximum): embedded
+ * width, 1k-8k positions, 1 thread 2-7% slower with 16 chunks than with 2-8; R1's widths on one
+ * AVX-512 core, 1k, ~4 points of the roof with 4 chunks than with 2. A 2-CPU machine keeps its
+ * chunks. */
+static int chunk_length(int n, int heads, int machine_cpus, int group_unit)
 {
     int chunks = n / ATTN_CHUNK_TARGET, shortest = ATTN_MIN_CHUNK;
     chunks = chunks < 2 ? 2 : chunks;
-    int spread = n / ATTN_SHORT_CHUNK < machine_cpus ? n / ATTN_SHORT_CHUNK : machine_cpus;
-    if (heads <= ATTN_GROUP_HEADS / 2 && spread > chunks) chunks = spread, shortest = ATTN_SHORT_CHUNK;
+    int groups = (heads + group_unit - 1) / group_unit;
+    int cover = (machine_cpus + groups - 1) / groups;
+    int spread = n / ATTN_SHORT_CHUNK < cover ? n / ATTN_SHORT_CHUNK : cover;
+    if (spread > chunks) chunks = spread, shortest = ATTN_SHORT_CHUNK;
     chunks = chunks > ATTN_MAX_CHUNKS ? ATTN_MAX_CHUNKS : chunks;
     int per = (n + chunks - 1) / chunks;
     per = (per + ATTN_BLOCK - 1) / ATTN_BLOCK * ATTN_BLOCK;
     return per < shortest ? shortest : per;
+}
+
+/* Heads per group when chunk_length counts a short row's items. AVX-512 runs a group of 16 heads
+ * load-bound (group_heads), so there a short row of many heads gets more chunks of its groups of 32:
+ * 16-core Xeon, R1's widths, 16 threads, 1k, 4 chunks x 4 groups 58-68% of the roof against 50-57%
+ * for 2 chunks x 8 groups of 16. The AVX2 and scalar paths compute a head the same way in a group
+ * of 16 and lose nothing by it, while shorter chunks cost them: there the same spread read 5-8
+ * points lower at 1k-2k, so they count groups of 16 and a 16-CPU machine keeps their chunks. */
+static int spread_group_heads(void)
+{
+    return kernels_path() == CPU_PATH_AVX512 ? ATTN_GROUP_HEADS : ATTN_GROUP_HEADS / 2;
 }
 
 /* Online CPUs, read once: the machine's, not this process's affinity mask, which may change. */
@@ -255,7 +270,7 @@ void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, 
     row_job j = {.kv = kv, .q_lat = q_lat, .q_rope = q_rope, .out = out, .n = n, .n_threads = thread_pool_size(pool),
                  .l1_prefetch_bytes = attention_l1_prefetch_bytes(), .item = item_path()};
     carve(kv->heads, kv->R, kv->rope, j.n_threads, scratch, &j.s);
-    j.chunk_len = chunk_length(n, kv->heads, machine_cpus);
+    j.chunk_len = chunk_length(n, kv->heads, machine_cpus, spread_group_heads());
     j.n_chunks = (n + j.chunk_len - 1) / j.chunk_len;
     j.group_heads = group_heads(kv->heads, j.n_chunks, j.n_threads);
     j.n_groups = (kv->heads + j.group_heads - 1) / j.group_heads;

@@ -5,10 +5,11 @@
  * path, lengths on both sides of the block, chunk and chunk-growth boundaries, keys whose scores
  * jump or creep along the positions (running maxima that rise mid-item). And the invariance that
  * speculation and reproducibility rest on: the result is bit-identical for 1, 2, 3, 4 and 8
- * threads, as on a machine of 2 CPUs and of 16 (where a row of few heads is cut into more, shorter
- * chunks; the pool's size must not change them). A row of many heads is cut into groups of 16
- * instead of 32 when the pool has at least twice as many threads as items: at R1's widths from 8
- * threads at 300 positions, 16 at 1100; at 40 heads from 4 threads at 300, 8 at 1100. */
+ * threads, as on a machine of 2 CPUs and of 16 (where a short row is cut into more, shorter chunks:
+ * few heads from 768 positions, 40 heads on AVX2 and R1's on AVX-512 at 1100; the pool's size must
+ * not change them). A row of many heads is cut into groups of 16 instead of 32 when the pool has at
+ * least twice as many threads as items: as on 2 CPUs, at R1's widths from 8 threads at 300
+ * positions, 16 at 1100; at 40 heads from 4 threads at 300, 8 at 1100. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -133,7 +134,7 @@ static void check_shaped(const widths *w, int n, dtype_t dt, double qamp, key_sh
     attention_kv kv = {w->heads, w->R, w->rope, dt, clat, ckr, (float)scale};
     reference(w, n, ql, qr, lat, kr, (double)(float)scale, want);
     /* a machine of 2 CPUs (long chunks) and one of 16 (a row of few heads from 768 positions cut
-     * into up to 16 chunks of 256 or more) */
+     * into up to 16 chunks of 256 or more; of many heads, into chunks enough for 16 items) */
     static const int machines[] = {2, 16}, threads[] = {2, 3, 4, 8};
     for (size_t m = 0; m < sizeof machines / sizeof *machines; m++) {
         run(&kv, n, ql, qr, machines[m], 1, out1);
