@@ -81,10 +81,26 @@ static inline void attention_prefetch(const attention_ahead *a, int t0, int t1)
     }
 }
 
+/* Where one call's time went (bench_attention --trace): CLOCK_MONOTONIC nanoseconds of the call's
+ * start, of each work item's start and end (by item number, the first ATTN_TRACE_ITEMS), of the
+ * items' return to the caller and of the merge's end. */
+#define ATTN_TRACE_ITEMS 1024
+typedef struct {
+    long long start, items_done, merged;
+    long long item_start[ATTN_TRACE_ITEMS], item_end[ATTN_TRACE_ITEMS];
+    int items; /* work items of the call (chunks x groups) */
+} attention_trace;
+
 /* attention_row as on a machine of machine_cpus online CPUs (1..ATTN_MAX_CHUNKS), which set how
- * many chunks a row of few heads is cut into: attention_row passes the machine's, the tests others. */
+ * many chunks a short row is cut into: attention_row passes the machine's, the tests others; and
+ * with trace non-NULL, the call's times into it. */
 void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, const float *q_lat,
-                              const float *q_rope, float *out, void *scratch, int machine_cpus);
+                              const float *q_rope, float *out, void *scratch, int machine_cpus,
+                              attention_trace *trace);
+
+/* attention_row, its times into trace. */
+void attention_row_traced(thread_pool *pool, const attention_kv *kv, int n, const float *q_lat, const float *q_rope,
+                          float *out, void *scratch, attention_trace *trace);
 
 void attention_item_scalar(const attention_item *it);
 void attention_item_avx2(const attention_item *it);

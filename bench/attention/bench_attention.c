@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
-#include "core/attention.h"
+#include "core/attention_internal.h"
 #include "core/kernels.h"
 #include "bench/attention/attention_bench.h"
 
@@ -29,7 +29,7 @@ typedef struct { const char *name; int heads, R, rope; } widths;
 static const widths shapes[] = {{"R1", 128, 512, 64}, {"embedded", 4, 128, 32}};
 
 typedef struct {
-    int threads, shape_only, dtype_only, n_T, T[16];
+    int threads, shape_only, dtype_only, n_T, T[16], trace;
     double seconds;
     size_t buffer_bytes;
     cpu_path path;
@@ -123,9 +123,14 @@ static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
 enum { MAX_CALLS = 4096 };
 
+/* --trace, per call (us): when the last item started, the items' median and longest time, the merge
+ * (from the items' return to the caller), the whole call. */
+enum { TRACE_LAST_START, TRACE_ITEM_MEDIAN, TRACE_ITEM_MAX, TRACE_MERGE, TRACE_CALL, TRACE_FIELDS };
+
 typedef struct {
     double t[MAX_CALLS], tc[MAX_CALLS], tm[MAX_CALLS], ratio[MAX_CALLS]; /* per call: kernel, roofs, roof/kernel */
-    int n;
+    double trace[TRACE_FIELDS][MAX_CALLS];
+    int n, items;
 } samples;
 
 static double median(double *v, int n)
@@ -134,12 +139,30 @@ static double median(double *v, int n)
     return v[n / 2];
 }
 
+static void keep_trace(const attention_trace *tr, samples *sm, int i)
+{
+    int n = tr->items < ATTN_TRACE_ITEMS ? tr->items : ATTN_TRACE_ITEMS;
+    double d[ATTN_TRACE_ITEMS];
+    long long last = tr->start;
+    for (int k = 0; k < n; k++) {
+        last = tr->item_start[k] > last ? tr->item_start[k] : last;
+        d[k] = (double)(tr->item_end[k] - tr->item_start[k]) * 1e-3;
+    }
+    qsort(d, n, sizeof *d, bench_cmp_double);
+    sm->items = tr->items;
+    sm->trace[TRACE_LAST_START][i] = (double)(last - tr->start) * 1e-3;
+    sm->trace[TRACE_ITEM_MEDIAN][i] = d[n / 2];
+    sm->trace[TRACE_ITEM_MAX][i] = d[n - 1];
+    sm->trace[TRACE_MERGE][i] = (double)(tr->merged - tr->items_done) * 1e-3;
+    sm->trace[TRACE_CALL][i] = (double)(tr->merged - tr->start) * 1e-3;
+}
+
 static double attention_flops(const widths *w, int T) { return (double)w->heads * T * (2.0 * (w->R + w->rope) + 2.0 * w->R); }
 
 /* Calls attention_row over successive copies of the cache until `seconds` pass (at least 5), each
  * followed by its two roof probes (the read probe on the copy half the buffer away). */
 static void time_attention(thread_pool *pool, cpu_path path, const widths *w, dtype_t dt, int T, const char *buf,
-                           size_t buf_bytes, double seconds, samples *sm)
+                           size_t buf_bytes, double seconds, attention_trace *tr, samples *sm)
 {
     size_t es = dtype_size(dt), kv_bytes = (size_t)T * (w->R + w->rope) * es;
     size_t copies = buf_bytes / kv_bytes < 2 ? 2 : buf_bytes / kv_bytes;
@@ -154,9 +177,13 @@ static void time_attention(thread_pool *pool, cpu_path path, const widths *w, dt
         const char *base = buf + (c * kv_bytes) % (buf_bytes - kv_bytes + 1);
         attention_kv kv = {w->heads, w->R, w->rope, dt, base, base + (size_t)T * w->R * es, 0.07f};
         double t0 = bench_now_s();
-        attention_row(pool, &kv, T, q, q + (size_t)w->heads * w->R, out, scratch);
+        if (tr)
+            attention_row_traced(pool, &kv, T, q, q + (size_t)w->heads * w->R, out, scratch, tr);
+        else
+            attention_row(pool, &kv, T, q, q + (size_t)w->heads * w->R, out, scratch);
         int i = sm->n++;
         sm->t[i] = bench_now_s() - t0;
+        if (tr) keep_trace(tr, sm, i);
         sm->tc[i] = compute_probe(pool, path, attention_flops(w, T));
         sm->tm[i] = memory_probe(pool, buf + ((c + copies / 2) % copies * kv_bytes) % (buf_bytes - kv_bytes + 1), (double)kv_bytes);
         sm->ratio[i] = (sm->tc[i] > sm->tm[i] ? sm->tc[i] : sm->tm[i]) / sm->t[i];
@@ -174,6 +201,15 @@ static void report(const widths *w, dtype_t dt, int T, int threads, samples *sm)
            tc > tm ? "compute" : "memory", 100.0 * ratio, 100.0 * rlo, 100.0 * rhi, flops / t / 1e9, bytes / t / 1e9);
 }
 
+/* The --trace line under a line of the table: medians over its calls. */
+static void report_trace(samples *sm)
+{
+    double v[TRACE_FIELDS];
+    for (int f = 0; f < TRACE_FIELDS; f++) v[f] = median(sm->trace[f], sm->n);
+    printf("  trace: %d items | last item started %.1f us | item median %.1f max %.1f us | merge %.1f us | call %.1f us\n",
+           sm->items, v[TRACE_LAST_START], v[TRACE_ITEM_MEDIAN], v[TRACE_ITEM_MAX], v[TRACE_MERGE], v[TRACE_CALL]);
+}
+
 /* ---------- options, main ---------- */
 
 static void usage(FILE *f)
@@ -187,7 +223,10 @@ static void usage(FILE *f)
                "  --seconds S     time per line (default 1.0; at least 5 calls)\n"
                "  --buffer-mib M  cache copies span this much memory (default 1024: far above the LLC, the\n"
                "                  cache comes from DRAM; 1: the copies stay in L2 at the embedded width, BF16,\n"
-               "                  1k positions: the kernel's time without DRAM)\n");
+               "                  1k positions: the kernel's time without DRAM)\n"
+               "  --trace         under each line, where its calls' time went (medians over the calls): how\n"
+               "                  long after the call the last work item started, the items' median and\n"
+               "                  longest time, the merge of the chunks, the whole call\n");
 }
 
 static int parse_T(const char *v, bench_options *o)
@@ -224,6 +263,7 @@ static int parse_options(int argc, char **argv, bench_options *o)
                          .path = cpu_path_available(CPU_PATH_AVX512) ? CPU_PATH_AVX512 : CPU_PATH_AVX2};
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "--help")) { usage(stdout); exit(0); }
+        if (!strcmp(argv[i], "--trace")) { o->trace = 1; i--; continue; }
         if (parse_one(o, argv[i], i + 1 < argc ? argv[i + 1] : NULL)) {
             fprintf(stderr, "bench_attention: bad option '%s %s' (see --help)\n", argv[i], i + 1 < argc ? argv[i + 1] : "");
             return -1;
@@ -246,6 +286,7 @@ static void run_pool(const bench_options *o, int threads, const char *buf)
 {
     thread_pool *pool = thread_pool_create(threads);
     samples *sm = malloc(sizeof *sm);
+    attention_trace *tr = o->trace ? malloc(sizeof *tr) : NULL;
     printf("\n%d thread%s, %s path; roofs: FMA chains doing each call's FLOPs, a read of each call's bytes, after each call\n",
            threads, threads > 1 ? "s" : "", cpu_path_name(o->path));
     printf("shape        T dtype th | us/token/layer: median [min - max] calls | roof (us): compute memory binds | "
@@ -255,11 +296,13 @@ static void run_pool(const bench_options *o, int threads, const char *buf)
             for (int i = 0; i < o->n_T; i++) {
                 if ((o->shape_only >= 0 && o->shape_only != s) || (o->dtype_only >= 0 && o->dtype_only != d)) continue;
                 dtype_t dt = d ? DTYPE_BF16 : DTYPE_F32;
-                time_attention(pool, o->path, &shapes[s], dt, o->T[i], buf, o->buffer_bytes, o->seconds, sm);
+                time_attention(pool, o->path, &shapes[s], dt, o->T[i], buf, o->buffer_bytes, o->seconds, tr, sm);
                 report(&shapes[s], dt, o->T[i], threads, sm);
+                if (tr) report_trace(sm);
                 fflush(stdout);
             }
     free(sm);
+    free(tr);
     thread_pool_free(pool);
 }
 

@@ -107,7 +107,7 @@ static void run(const attention_kv *kv, int n, const float *ql, const float *qr,
     size_t bytes = attention_scratch_bytes(kv->heads, kv->R, kv->rope, threads);
     void *scratch = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     memset(scratch, 0, bytes);
-    attention_row_on_machine(pool, kv, n, ql, qr, out, scratch, machine);
+    attention_row_on_machine(pool, kv, n, ql, qr, out, scratch, machine, NULL);
     free(scratch);
     thread_pool_free(pool);
 }
