@@ -220,8 +220,8 @@ static void (*item_path(void))(const attention_item *)
  * bit-identical for any thread count; not the pool's either because short chunks cost a thread
  * that runs several (their partial sums, the first block's second pass of the maximum): embedded
  * width, 1k-8k positions, 1 thread 2-7% slower with 16 chunks than with 2-8; R1's widths on one
- * AVX-512 core, 1k, ~4 points of the roof with 4 chunks than with 2. A 2-CPU machine keeps its
- * chunks. */
+ * AVX-512 core, 1k, 3-4 points lower with 4 chunks than with 2 (in two runs of four). A 2-CPU
+ * machine keeps its chunks. */
 static int chunk_length(int n, int heads, int machine_cpus, int group_unit)
 {
     int chunks = n / ATTN_CHUNK_TARGET, shortest = ATTN_MIN_CHUNK;
@@ -262,8 +262,8 @@ static int machine_cpus(void)
 
 /* Heads per item: ATTN_GROUP_HEADS, or half that when a row of many heads would leave at least half
  * the pool's threads without an item, so that every half-group item gets a thread of its own (a
- * short row on many cores: at R1's 128 heads a 1k row is 2 chunks x 4 groups, 8 items for 16
- * threads). Unlike the chunks this may follow the thread count: every path computes a head of a
+ * short row on many cores: on AVX2, at R1's 128 heads, a 1k row is 2 chunks x 4 groups, 8 items
+ * for 16 threads). Unlike the chunks this may follow the thread count: every path computes a head of a
  * row of more than 16 heads the same way whatever group holds it (they choose their loop by the
  * row's heads, and a head's lanes never meet another's). Not sooner: on AVX-512 a group of 16 is
  * one vector whose every broadcast feeds one FMA instead of two, and the loads bind (16-core Xeon,
