@@ -298,16 +298,16 @@ void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, 
     if (trace) trace->merged = trace_ns();
 }
 
-void attention_row(thread_pool *pool, const attention_kv *kv, int n, const float *q_lat, const float *q_rope, float *out,
-                   void *scratch)
-{
-    attention_row_on_machine(pool, kv, n, q_lat, q_rope, out, scratch, machine_cpus(), NULL);
-}
-
 void attention_row_traced(thread_pool *pool, const attention_kv *kv, int n, const float *q_lat, const float *q_rope,
                           float *out, void *scratch, attention_trace *trace)
 {
     attention_row_on_machine(pool, kv, n, q_lat, q_rope, out, scratch, machine_cpus(), trace);
+}
+
+void attention_row(thread_pool *pool, const attention_kv *kv, int n, const float *q_lat, const float *q_rope, float *out,
+                   void *scratch)
+{
+    attention_row_traced(pool, kv, n, q_lat, q_rope, out, scratch, NULL);
 }
 
 /* ---------- the scalar path ---------- */

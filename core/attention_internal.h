@@ -24,7 +24,7 @@
 #define ATTN_MAX_CHUNKS 32
 #define ATTN_MIN_CHUNK 512
 #define ATTN_CHUNK_TARGET 1024
-/* The shortest chunk of a row of few heads spread over a machine's CPUs (attention.c, chunk_length). */
+/* The shortest chunk of a short row spread over a machine's CPUs (attention.c, chunk_length). */
 #define ATTN_SHORT_CHUNK 256
 
 /* A thread's buffer: [ATTN_BLOCK][R + rope] floats for a BF16 block widened, then room for a group's

@@ -261,13 +261,14 @@ static int parse_options(int argc, char **argv, bench_options *o)
     *o = (bench_options){.threads = (int)sysconf(_SC_NPROCESSORS_ONLN), .shape_only = -1, .dtype_only = -1, .n_T = 4,
                          .T = {1024, 4096, 16384, 32768}, .seconds = 1.0, .buffer_bytes = (size_t)1024 << 20,
                          .path = cpu_path_available(CPU_PATH_AVX512) ? CPU_PATH_AVX512 : CPU_PATH_AVX2};
-    for (int i = 1; i < argc; i += 2) {
+    for (int i = 1; i < argc;) {
         if (!strcmp(argv[i], "--help")) { usage(stdout); exit(0); }
-        if (!strcmp(argv[i], "--trace")) { o->trace = 1; i--; continue; }
+        if (!strcmp(argv[i], "--trace")) { o->trace = 1; i++; continue; } /* the one option without a value */
         if (parse_one(o, argv[i], i + 1 < argc ? argv[i + 1] : NULL)) {
             fprintf(stderr, "bench_attention: bad option '%s %s' (see --help)\n", argv[i], i + 1 < argc ? argv[i + 1] : "");
             return -1;
         }
+        i += 2;
     }
     if (!cpu_path_available(o->path)) { fprintf(stderr, "bench_attention: this CPU has neither AVX2 nor AVX-512\n"); return -1; }
     for (int sh = 0; sh < 2; sh++)

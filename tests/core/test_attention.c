@@ -99,8 +99,8 @@ static void reference(const widths *w, int n, const float *ql, const float *qr, 
     free(s);
 }
 
-/* attention_row as on a machine of `machine` CPUs (they set how many chunks a row of few heads is
- * cut into; the pool's size must not). */
+/* attention_row as on a machine of `machine` CPUs (they set how many chunks a short row is cut
+ * into; the pool's size must not). */
 static void run(const attention_kv *kv, int n, const float *ql, const float *qr, int machine, int threads, float *out)
 {
     thread_pool *pool = thread_pool_create(threads);
