@@ -2,6 +2,7 @@
  * order; the portable scalar path's primitives; dispatch to the SIMD paths by kernels_path(). */
 #include <cpuid.h>
 #include <math.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 /* The scratch, carved in this order, each piece 64-byte aligned. */
 typedef struct {
     atomic_int *claimed;  /* [n_threads] a conversion buffer in use */
+    atomic_int *done;     /* [groups] chunks of a group of heads whose partial sums are written */
     float *acc;           /* [ATTN_MAX_CHUNKS][heads][R] */
     float *m, *l;         /* [ATTN_MAX_CHUNKS][heads] */
     float *conv;          /* [n_threads][ATTN_CONV_FLOATS(R, rope)] */
@@ -32,6 +34,7 @@ static size_t carve(int heads, int R, int rope, int n_threads, char *base, atten
 {
     size_t off = 0, parts = (size_t)ATTN_MAX_CHUNKS * heads;
     s->claimed = piece(base, &off, (size_t)n_threads * sizeof(atomic_int));
+    s->done = piece(base, &off, (size_t)(heads + ATTN_GROUP_HEADS / 2 - 1) / (ATTN_GROUP_HEADS / 2) * sizeof(atomic_int));
     s->acc = piece(base, &off, parts * R * sizeof(float));
     s->m = piece(base, &off, parts * sizeof(float));
     s->l = piece(base, &off, parts * sizeof(float));
@@ -88,6 +91,7 @@ typedef struct {
     const float *q_lat, *q_rope;
     float *out;
     int chunk_len, n_chunks, group_heads, n_groups, n, n_threads, l1_prefetch_bytes;
+    int n_items, merge_items;  /* chunks x groups; merges on the pool after them (0: the caller's) */
     attention_scratch s;
     void (*item)(const attention_item *it);
     attention_trace *trace; /* NULL but for bench_attention --trace */
@@ -145,6 +149,7 @@ static void run_item(void *arg, int i)
     j->item(&it);
     atomic_store(&j->s.claimed[w], 0);
     if (j->trace && i < ATTN_TRACE_ITEMS) j->trace->item_start[i] = started, j->trace->item_end[i] = trace_ns();
+    atomic_fetch_add_explicit(&j->s.done[i % j->n_groups], 1, memory_order_release);
 }
 
 /* Partial sums (heads x chunks x R floats) from which the merge is worth the pool's hand-off. */
@@ -190,15 +195,38 @@ static void merge_head(const row_job *j, int h)
     }
 }
 
-/* Merge item i of the pool's size: a run of consecutive heads. One item per thread, not per head:
- * each item's claim and completion are atomic operations on lines every thread contends for, and
- * on the 16-core Xeon R1's 128 one-head items took 44-58 us to merge 1 MB at 1k positions on 16
- * threads (8-16% of the call), 16 runs of 8 heads 19-29 us. */
-static void merge_heads(void *arg, int i)
+/* Waits until every chunk of the group of heads g has written its partial sums. The chunks were
+ * all claimed before the merge item that waits (the pool hands out items in order and the merges
+ * come last), so each is running on some thread and the wait ends; on a machine busier than the
+ * pool, the thread running one may need this core, hence the yield. */
+static void wait_for_group(const row_job *j, int g)
+{
+    for (int spins = 0; atomic_load_explicit(&j->s.done[g], memory_order_acquire) < j->n_chunks; spins++) {
+        if (spins >= 4096) sched_yield();
+        else __builtin_ia32_pause();
+    }
+}
+
+/* Merge item k of merge_items: a run of consecutive heads, merged as soon as their groups' chunks
+ * are done. It runs in the same parallel-for as the chunks, after them: a thread whose chunks are
+ * done merges while the slowest chunk of another group still runs, and the merge costs no second
+ * hand-off to the pool. One item per thread, not per head: each item's claim and completion are
+ * atomic operations on lines every thread contends for, and on the 16-core Xeon R1's 128 one-head
+ * items took 44-58 us to merge 1 MB at 1k positions on 16 threads (8-16% of the call), 16 runs of
+ * 8 heads in a second parallel-for 19-29 us. */
+static void merge_run(const row_job *j, int k)
+{
+    int heads = j->kv->heads, h0 = (int)((long)k * heads / j->merge_items), h1 = (int)((long)(k + 1) * heads / j->merge_items);
+    for (int g = h0 / j->group_heads; g <= (h1 - 1) / j->group_heads; g++) wait_for_group(j, g);
+    for (int h = h0; h < h1; h++) merge_head(j, h);
+}
+
+/* Item i of the row: a chunk x group of heads, then (i >= n_items) a merge. */
+static void row_item(void *arg, int i)
 {
     const row_job *j = arg;
-    int heads = j->kv->heads, items = j->n_threads < heads ? j->n_threads : heads;
-    for (int h = (int)((long)i * heads / items); h < (int)((long)(i + 1) * heads / items); h++) merge_head(j, h);
+    if (i < j->n_items) run_item(arg, i);
+    else merge_run(j, i - j->n_items);
 }
 
 static void (*item_path(void))(const attention_item *)
@@ -287,14 +315,22 @@ void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, 
     j.n_chunks = (n + j.chunk_len - 1) / j.chunk_len;
     j.group_heads = group_heads(kv->heads, j.n_chunks, j.n_threads);
     j.n_groups = (kv->heads + j.group_heads - 1) / j.group_heads;
-    thread_pool_for(pool, j.n_chunks * j.n_groups, run_item, &j);
-    if (trace) trace->items = j.n_chunks * j.n_groups, trace->items_done = trace_ns();
-    /* a small merge (the embedded width: 4 heads) costs less than handing it to the pool and waiting:
-     * 7 us on the pool against 2.5 us by the caller (16-core Xeon, 16 threads, 1k positions) */
-    if ((size_t)kv->heads * j.n_chunks * kv->R < ATTN_MERGE_ON_POOL)
+    j.n_items = j.n_chunks * j.n_groups;
+    /* a small merge (the embedded width: 4 heads) costs less on the caller than on the pool's
+     * threads: 7 us on the pool against 2.5 us by the caller (16-core Xeon, 16 threads, 1k positions,
+     * merged in a second parallel-for) */
+    int on_pool = (size_t)kv->heads * j.n_chunks * kv->R >= ATTN_MERGE_ON_POOL && j.n_threads > 1;
+    j.merge_items = on_pool ? (j.n_threads < kv->heads ? j.n_threads : kv->heads) : 0;
+    for (int g = 0; g < j.n_groups; g++) atomic_store_explicit(&j.s.done[g], 0, memory_order_relaxed);
+    thread_pool_for(pool, j.n_items + j.merge_items, row_item, &j);
+    if (trace) {
+        /* with the merge on the pool, the items are done when the last one ended */
+        trace->items = j.n_items, trace->items_done = on_pool ? trace->start : trace_ns();
+        for (int i = 0; on_pool && i < j.n_items && i < ATTN_TRACE_ITEMS; i++)
+            if (trace->item_end[i] > trace->items_done) trace->items_done = trace->item_end[i];
+    }
+    if (!on_pool)
         for (int h = 0; h < kv->heads; h++) merge_head(&j, h);
-    else
-        thread_pool_for(pool, j.n_threads < kv->heads ? j.n_threads : kv->heads, merge_heads, &j);
     if (trace) trace->merged = trace_ns();
 }
 

@@ -83,7 +83,8 @@ static inline void attention_prefetch(const attention_ahead *a, int t0, int t1)
 
 /* Where one call's time went (bench_attention --trace): CLOCK_MONOTONIC nanoseconds of the call's
  * start, of each work item's start and end (by item number, the first ATTN_TRACE_ITEMS), of the
- * items' return to the caller and of the merge's end. */
+ * items' end (the last one's when the pool merges, their return to the caller when the caller
+ * does) and of the merge's end. */
 #define ATTN_TRACE_ITEMS 1024
 typedef struct {
     long long start, items_done, merged;
