@@ -6,8 +6,10 @@
  * jump or creep along the positions (running maxima that rise mid-item). And the invariance that
  * speculation and reproducibility rest on: the result is bit-identical for 1, 2, 3, 4 and 8
  * threads, as on a machine of 2 CPUs and of 16 (where a short row is cut into more, shorter chunks:
- * few heads from 768 positions, 40 heads on AVX2 and R1's on AVX-512 at 1100; the pool's size must
- * not change them). A row of many heads is cut into groups of 16 instead of 32 when the pool has at
+ * few heads from 768 positions, 40 heads on AVX2 and R1's on AVX-512 at 1100; and where a row of
+ * many heads with few items per CPU has each chunk's last quarter dealt out as short chunks after
+ * the long ones, 40 heads and R1's at 4100 positions, a ragged short chunk last; the pool's size
+ * must not change them). A row of many heads is cut into groups of 16 instead of 32 when the pool has at
  * least twice as many threads as items: as on 2 CPUs, at R1's widths from 8 threads at 300
  * positions, 16 at 1100; at 40 heads from 4 threads at 300, 8 at 1100. */
 #include <math.h>
@@ -168,11 +170,11 @@ int main(void)
     static const widths few_tails[] = {{4, 136, 20}, {1, 40, 8}, {2, 200, 40}, {3, 72, 24}};
     static const int pairs_n[] = {1, 5, 33, 300, 1100};
     static const int small_n[] = {1, 3, 31, 32, 33, 255, 257, 1000, 8192, 8300};
-    static const int r1_n[] = {1, 37, 300, 1100};
+    static const int r1_n[] = {1, 37, 300, 1100, 4100};
     /* the loops for rows of many heads: 40 heads, groups of 32 and 8 (16, 16 and 8 on more threads),
      * R ending on a tile of 4 columns and a transpose of 4; 20 heads, padded to 32 */
     static const widths wide[] = {{40, 100, 24}, {20, 72, 40}};
-    static const int wide_n[] = {1, 37, 300, 1100};
+    static const int wide_n[] = {1, 37, 300, 1100, 4100};
     int cases = 0;
     for (int p = CPU_PATH_SCALAR; p <= CPU_PATH_AVX512; p++) {
         if (!cpu_path_available((cpu_path)p)) { printf("kernel path %s: not on this CPU\n", cpu_path_name((cpu_path)p)); continue; }
