@@ -143,6 +143,7 @@ static void run_item(void *arg, int i)
     int c = chunk_of_item(j, i / j->n_groups), h0 = (i % j->n_groups) * j->group_heads;
     size_t part = (size_t)c * kv->heads + h0;
     long long started = j->trace ? trace_ns() : 0;
+    int cpu = j->trace ? sched_getcpu() : -1;
     int w = claim_buffer(j);
     attention_item it = {
         .kv = kv, .q_lat = j->q_lat + (size_t)h0 * kv->R, .q_rope = j->q_rope + (size_t)h0 * kv->rope,
@@ -154,7 +155,10 @@ static void run_item(void *arg, int i)
     };
     j->item(&it);
     atomic_store(&j->s.claimed[w], 0);
-    if (j->trace && i < ATTN_TRACE_ITEMS) j->trace->item_start[i] = started, j->trace->item_end[i] = trace_ns();
+    if (j->trace && i < ATTN_TRACE_ITEMS) {
+        j->trace->item_start[i] = started, j->trace->item_end[i] = trace_ns();
+        j->trace->item_cpu[i] = (short)cpu, j->trace->item_cpu_end[i] = (short)sched_getcpu();
+    }
     atomic_fetch_add_explicit(&j->s.done[i % j->n_groups], 1, memory_order_release);
 }
 

@@ -89,6 +89,7 @@ static inline void attention_prefetch(const attention_ahead *a, int t0, int t1)
 typedef struct {
     long long start, items_done, merged;
     long long item_start[ATTN_TRACE_ITEMS], item_end[ATTN_TRACE_ITEMS];
+    short item_cpu[ATTN_TRACE_ITEMS], item_cpu_end[ATTN_TRACE_ITEMS]; /* the CPU at its start and end */
     int items; /* work items of the call (chunks x groups) */
 } attention_trace;
 

@@ -126,11 +126,16 @@ enum { MAX_CALLS = 4096 };
 /* --trace, per call (us): when the last item started, the items' median and longest time, the merge
  * (from the items' return to the caller), the whole call. */
 enum { TRACE_LAST_START, TRACE_ITEM_MEDIAN, TRACE_ITEM_MAX, TRACE_MERGE, TRACE_CALL, TRACE_FIELDS };
+enum { TRACE_CPUS = 1024, TRACE_SHOWN_ITEMS = 64 };
 
 typedef struct {
     double t[MAX_CALLS], tc[MAX_CALLS], tm[MAX_CALLS], ratio[MAX_CALLS]; /* per call: kernel, roofs, roof/kernel */
     double trace[TRACE_FIELDS][MAX_CALLS];
     int n, items;
+    /* --trace: items' time over their call's median item, summed by CPU and by item number; items
+     * that changed CPU, and that started on a CPU another item of the call was running on */
+    double cpu_slow[TRACE_CPUS], item_slow[ATTN_TRACE_ITEMS];
+    int cpu_items[TRACE_CPUS], migrated, shared, traced;
 } samples;
 
 static double median(double *v, int n)
@@ -148,7 +153,21 @@ static void keep_trace(const attention_trace *tr, samples *sm, int i)
         last = tr->item_start[k] > last ? tr->item_start[k] : last;
         d[k] = (double)(tr->item_end[k] - tr->item_start[k]) * 1e-3;
     }
-    qsort(d, n, sizeof *d, bench_cmp_double);
+    double sorted[ATTN_TRACE_ITEMS];
+    memcpy(sorted, d, (size_t)n * sizeof *d);
+    qsort(sorted, n, sizeof *sorted, bench_cmp_double);
+    double med = sorted[n / 2];
+    for (int k = 0; k < n; k++) {
+        int c = tr->item_cpu[k];
+        if (c >= 0 && c < TRACE_CPUS) sm->cpu_slow[c] += d[k] / med, sm->cpu_items[c]++;
+        sm->item_slow[k] += d[k] / med;
+        sm->migrated += tr->item_cpu[k] != tr->item_cpu_end[k];
+        for (int o = 0; o < n; o++)
+            if (o != k && tr->item_cpu[o] == tr->item_cpu[k] && tr->item_start[o] < tr->item_start[k] &&
+                tr->item_end[o] > tr->item_start[k]) { sm->shared++; break; }
+    }
+    sm->traced += n;
+    memcpy(d, sorted, (size_t)n * sizeof *d);
     sm->items = tr->items;
     sm->trace[TRACE_LAST_START][i] = (double)(last - tr->start) * 1e-3;
     sm->trace[TRACE_ITEM_MEDIAN][i] = d[n / 2];
@@ -172,7 +191,7 @@ static void time_attention(thread_pool *pool, cpu_path path, const widths *w, dt
     memset(scratch, 0, sbytes);
     for (size_t i = 0; i < nq; i++) q[i] = (float)((double)(bench_rng_next(&rng_state) >> 11) / 9007199254740992.0 - 0.5);
     double t_end = bench_now_s() + seconds;
-    sm->n = 0;
+    memset(sm, 0, sizeof *sm);
     for (size_t c = 0; sm->n < MAX_CALLS && (sm->n < 5 || bench_now_s() < t_end); c = (c + 1) % copies) {
         const char *base = buf + (c * kv_bytes) % (buf_bytes - kv_bytes + 1);
         attention_kv kv = {w->heads, w->R, w->rope, dt, base, base + (size_t)T * w->R * es, 0.07f};
@@ -208,6 +227,13 @@ static void report_trace(samples *sm)
     for (int f = 0; f < TRACE_FIELDS; f++) v[f] = median(sm->trace[f], sm->n);
     printf("  trace: %d items | last item started %.1f us | item median %.1f max %.1f us | merge %.1f us | call %.1f us\n",
            sm->items, v[TRACE_LAST_START], v[TRACE_ITEM_MEDIAN], v[TRACE_ITEM_MAX], v[TRACE_MERGE], v[TRACE_CALL]);
+    printf("  items: %d traced, %.1f%% changed CPU, %.1f%% started on a busy CPU | time / call's median by CPU:",
+           sm->traced, 100.0 * sm->migrated / sm->traced, 100.0 * sm->shared / sm->traced);
+    for (int c = 0; c < TRACE_CPUS; c++)
+        if (sm->cpu_items[c]) printf(" %d:%.2f(%d)", c, sm->cpu_slow[c] / sm->cpu_items[c], sm->cpu_items[c]);
+    printf("\n  time / call's median by item (the first %d):", TRACE_SHOWN_ITEMS);
+    for (int k = 0; k < sm->items && k < ATTN_TRACE_ITEMS && k < TRACE_SHOWN_ITEMS; k++) printf(" %.2f", sm->item_slow[k] / sm->n);
+    printf("\n");
 }
 
 /* ---------- options, main ---------- */
@@ -226,7 +252,11 @@ static void usage(FILE *f)
                "                  1k positions: the kernel's time without DRAM)\n"
                "  --trace         under each line, where its calls' time went (medians over the calls): how\n"
                "                  long after the call the last work item started, the items' median and\n"
-               "                  longest time, the merge of the chunks, the whole call\n");
+               "                  longest time, the merge of the chunks (what of it ran after the last\n"
+               "                  item), the whole call; then each item's time over its call's median\n"
+               "                  item, averaged by the CPU it ran on (with its count of items) and by item\n"
+               "                  number, and the items that changed CPU or started on a CPU another item\n"
+               "                  of the call was still running on\n");
 }
 
 static int parse_T(const char *v, bench_options *o)
