@@ -34,7 +34,8 @@ static size_t carve(int heads, int R, int rope, int n_threads, char *base, atten
 {
     size_t off = 0, parts = (size_t)ATTN_MAX_CHUNKS * heads;
     s->claimed = piece(base, &off, (size_t)n_threads * sizeof(atomic_int));
-    s->done = piece(base, &off, (size_t)(heads + ATTN_GROUP_HEADS / 2 - 1) / (ATTN_GROUP_HEADS / 2) * sizeof(atomic_int));
+    size_t most_groups = (size_t)(heads + ATTN_GROUP_HEADS / 2 - 1) / (ATTN_GROUP_HEADS / 2);
+    s->done = piece(base, &off, most_groups * sizeof(atomic_int));
     s->acc = piece(base, &off, parts * R * sizeof(float));
     s->m = piece(base, &off, parts * sizeof(float));
     s->l = piece(base, &off, parts * sizeof(float));
@@ -226,7 +227,8 @@ static void wait_for_group(const row_job *j, int g)
  * 8 heads in a second parallel-for 19-29 us. */
 static void merge_run(const row_job *j, int k)
 {
-    int heads = j->kv->heads, h0 = (int)((long)k * heads / j->merge_items), h1 = (int)((long)(k + 1) * heads / j->merge_items);
+    int heads = j->kv->heads;
+    int h0 = (int)((long)k * heads / j->merge_items), h1 = (int)((long)(k + 1) * heads / j->merge_items);
     for (int g = h0 / j->group_heads; g <= (h1 - 1) / j->group_heads; g++) wait_for_group(j, g);
     for (int h = h0; h < h1; h++) merge_head(j, h);
 }

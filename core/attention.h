@@ -2,10 +2,11 @@
  *   out[h] = sum_t softmax_t(scale * (q_lat[h] . latent[t] + q_rope[h] . krope[t])) * latent[t]
  * over positions t in [0, n). The work is cut into chunks of positions (their number and bounds
  * depend on n and, for a row with few items per CPU, on the machine's online CPUs and kernel path,
- * never on the pool) times groups of heads; inside a chunk the positions are taken in blocks that every head of the group
- * reads while the block is in cache, with an online softmax (no n-long score buffer), and the
- * chunks are merged in chunk order. So the result is bit-identical for any thread count, and on a
- * machine a row's numbers depend on nothing but its own query, n and the cache.
+ * never on the pool) times groups of heads; inside a chunk the positions are taken in blocks that
+ * every head of the group reads while the block is in cache, with an online softmax (no n-long
+ * score buffer), and the chunks are merged in chunk order. So the result is bit-identical for any
+ * thread count, and on a machine a row's numbers depend on nothing but its own query, n and the
+ * cache.
  * BF16 caches are widened to F32 a block at a time; every sum is in F32. */
 #ifndef DSSPEC_ATTENTION_H
 #define DSSPEC_ATTENTION_H

@@ -124,7 +124,7 @@ static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 enum { MAX_CALLS = 4096 };
 
 /* --trace, per call (us): when the last item started, the items' median and longest time, the merge
- * (from the items' return to the caller), the whole call. */
+ * (what of it ran after the last item ended), the whole call. */
 enum { TRACE_LAST_START, TRACE_ITEM_MEDIAN, TRACE_ITEM_MAX, TRACE_MERGE, TRACE_CALL, TRACE_FIELDS };
 enum { TRACE_CPUS = 1024, TRACE_SHOWN_ITEMS = 64 };
 
@@ -167,11 +167,10 @@ static void keep_trace(const attention_trace *tr, samples *sm, int i)
                 tr->item_end[o] > tr->item_start[k]) { sm->shared++; break; }
     }
     sm->traced += n;
-    memcpy(d, sorted, (size_t)n * sizeof *d);
     sm->items = tr->items;
     sm->trace[TRACE_LAST_START][i] = (double)(last - tr->start) * 1e-3;
-    sm->trace[TRACE_ITEM_MEDIAN][i] = d[n / 2];
-    sm->trace[TRACE_ITEM_MAX][i] = d[n - 1];
+    sm->trace[TRACE_ITEM_MEDIAN][i] = med;
+    sm->trace[TRACE_ITEM_MAX][i] = sorted[n - 1];
     sm->trace[TRACE_MERGE][i] = (double)(tr->merged - tr->items_done) * 1e-3;
     sm->trace[TRACE_CALL][i] = (double)(tr->merged - tr->start) * 1e-3;
 }
