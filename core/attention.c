@@ -123,10 +123,11 @@ static int claim_buffer(const row_job *j)
  * prefetched by the block before it (prefetches run on to the row's end) instead of starting cold
  * on another core: embedded width on 2 threads, 4k-32k positions, 3-20% faster. Which thread runs a
  * chunk changes no number. Rows of many heads keep the order: their groups already give each
- * thread its own items. */
+ * thread its own items; and so do rows cut into long and short chunks, whose long ones must go
+ * out first (cut_row). */
 static int chunk_of_item(const row_job *j, int k)
 {
-    if (j->n_groups > 1) return k;
+    if (j->n_groups > 1 || j->n_long > 0) return k;
     int C = j->n_chunks, s = j->n_threads < C ? j->n_threads : C, q = C / s, rem = C % s;
     int run = k < q * s ? k % s : k - q * s, step = k < q * s ? k / s : q;
     return run * q + (run < rem ? run : rem) + step;
@@ -276,22 +277,31 @@ static int chunk_length(int n, int heads, int machine_cpus, int group_unit)
     return per < shortest ? shortest : per;
 }
 
-/* The row's chunks: chunk_length's, except that a row of many heads with one or two items per CPU
- * has each chunk's last quarter cut off and dealt out again as short chunks after the long ones.
- * Equal items, one per CPU, finish when the slowest core does, and cores are not equal: a hybrid
- * CPU's, or a shared host's (16-core Xeon, R1's widths at 4k positions: the same item took 0.80x
- * to 1.35x its call's median on different CPUs). The long items go first and whichever threads
- * finish them first take the short ones: 16 threads, 4k, 1.16-1.29x faster, 8k 1.16-1.20x; 1
- * thread, with twice the chunks, 1.5-3.5% slower. Like the chunk length, the cut follows the
- * machine and never the pool. */
+/* CPUs from which a row of few heads is cut into long and short chunks (cut_row) */
+#define ATTN_CUT_FEW_CPUS 8
+
+/* The row's chunks: chunk_length's, except that a row with one or two items per CPU has each
+ * chunk's last quarter cut off and dealt out again as short chunks after the long ones. Equal
+ * items, one per CPU, finish when the slowest core does, and cores are not equal: a hybrid CPU's,
+ * or a shared host's (16-core Xeon, R1's widths at 4k positions: the same item took 0.80x to 1.35x
+ * its call's median on different CPUs). The long items go first and whichever threads finish them
+ * first take the short ones: R1's widths, 16 threads, 4k, 1.16-1.29x faster, 8k 1.16-1.20x; 1
+ * thread, with twice the chunks, 1.5-3.5% slower. Rows of one group of heads (the embedded
+ * width) too, on a machine of ATTN_CUT_FEW_CPUS or more, from chunks of 512 positions: 16 CPUs,
+ * 8k-16k, 16 threads 1.03-1.20x faster, 1 thread 1-6% slower. Not on 2 CPUs, where such a row's
+ * chunks are dealt out in runs of consecutive ones (chunk_of_item), which the cut breaks (2
+ * threads, 4k: 0.80-0.86x); not R1's below 1k-position chunks (1k on AVX2, 16 threads: 0.70x, its
+ * groups of 16 going back to 32). Like the chunk length, the cut follows the machine, never the
+ * pool. */
 static void cut_row(row_job *j, int n, int heads, int machine_cpus, int group_unit)
 {
     int len = chunk_length(n, heads, machine_cpus, group_unit), chunks = (n + len - 1) / len;
     int groups = (heads + group_unit - 1) / group_unit;
     int lng = len * 3 / 4 / ATTN_BLOCK * ATTN_BLOCK, shrt = len - lng, rest = n - chunks * lng;
     int shorts = rest > 0 ? (rest + shrt - 1) / shrt : 0;
-    if (heads > ATTN_GROUP_HEADS && len >= ATTN_CHUNK_TARGET && chunks * groups <= 2 * machine_cpus && shorts > 0 &&
-        chunks + shorts <= ATTN_MAX_CHUNKS)
+    int many = heads > ATTN_GROUP_HEADS, shortest = many ? ATTN_CHUNK_TARGET : ATTN_MIN_CHUNK;
+    if ((many || machine_cpus >= ATTN_CUT_FEW_CPUS) && len >= shortest && chunks * groups <= 2 * machine_cpus &&
+        shorts > 0 && chunks + shorts <= ATTN_MAX_CHUNKS)
         j->n_chunks = chunks + shorts, j->n_long = chunks, j->long_len = lng, j->short_len = shrt;
     else
         j->n_chunks = chunks, j->n_long = 0, j->long_len = len, j->short_len = len;

@@ -6,9 +6,9 @@
  * jump or creep along the positions (running maxima that rise mid-item). And the invariance that
  * speculation and reproducibility rest on: the result is bit-identical for 1, 2, 3, 4 and 8
  * threads, as on a machine of 2 CPUs and of 16 (where a short row is cut into more, shorter chunks:
- * few heads from 768 positions, 40 heads on AVX2 and R1's on AVX-512 at 1100; and where a row of
- * many heads with few items per CPU has each chunk's last quarter dealt out as short chunks after
- * the long ones, 40 heads and R1's at 4100 positions, a ragged short chunk last; the pool's size
+ * few heads from 768 positions, 40 heads on AVX2 and R1's on AVX-512 at 1100; and where a row with
+ * few items per CPU has each chunk's last quarter dealt out as short chunks after the long ones,
+ * 40 heads and R1's at 4100 positions, 4 heads at 8300, a ragged short chunk last; the pool's size
  * must not change them). A row of many heads is cut into groups of 16 instead of 32 when the pool
  * has at least twice as many threads as items: as on 2 CPUs, at R1's widths from 8 threads at 300
  * positions, 16 at 1100; at 40 heads from 4 threads at 300, 8 at 1100. */
@@ -184,6 +184,9 @@ int main(void)
             for (size_t i = 0; i < sizeof small_n / sizeof *small_n; i++, cases++) check_case(&small, small_n[i], d, 1.0);
             /* Peaked softmax (scores spread over tens): the running max changes block to block. */
             check_case(&tiny, 3000, d, 8.0);
+            /* as on 16 CPUs, 16 chunks of 576 positions, each one's last quarter dealt out again
+             * after the long ones, a ragged short chunk last */
+            check_case(&tiny, 8300, d, 1.0);
             /* past ATTN_MAX_CHUNKS chunks of ATTN_CHUNK_TARGET positions, where chunks grow longer */
             check_case(&tiny, 33000, d, 1.0);
             /* running maxima that jump (spikes) and creep (rising) inside items and blocks: the
@@ -192,7 +195,7 @@ int main(void)
             check_shaped(&tiny, 3000, d, 2.0, rising);
             check_shaped(&pairs, 1100, d, 2.0, spikes);
             check_shaped(&few_tails[0], 1100, d, 2.0, rising);
-            cases += 4;
+            cases += 7;
             for (size_t i = 0; i < sizeof pairs_n / sizeof *pairs_n; i++, cases++) check_case(&pairs, pairs_n[i], d, 2.0);
             for (size_t w = 0; w < sizeof few_tails / sizeof *few_tails; w++)
                 for (size_t i = 0; i < sizeof pairs_n / sizeof *pairs_n; i++, cases++) check_case(&few_tails[w], pairs_n[i], d, 2.0);
