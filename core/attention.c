@@ -288,7 +288,7 @@ static int chunk_length(int n, int heads, int machine_cpus, int group_unit)
  * first take the short ones: R1's widths, 16 threads, 4k, 1.16-1.29x faster, 8k 1.16-1.20x; 1
  * thread, with twice the chunks, 1.5-3.5% slower. Rows of one group of heads (the embedded
  * width) too, on a machine of ATTN_CUT_FEW_CPUS or more, from chunks of 512 positions: 16 CPUs,
- * 8k-16k, 16 threads 1.03-1.20x faster, 1 thread 1-6% slower. Not on 2 CPUs, where such a row's
+ * 8k-16k, 16 threads 0.99-1.20x faster, 1 thread 1-6.5% slower. Not on 2 CPUs, where such a row's
  * chunks are dealt out in runs of consecutive ones (chunk_of_item), which the cut breaks (2
  * threads, 4k: 0.80-0.86x); not R1's below 1k-position chunks (1k on AVX2, 16 threads: 0.70x, its
  * groups of 16 going back to 32). Like the chunk length, the cut follows the machine, never the
