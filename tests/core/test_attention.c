@@ -184,7 +184,7 @@ int main(void)
             for (size_t i = 0; i < sizeof small_n / sizeof *small_n; i++, cases++) check_case(&small, small_n[i], d, 1.0);
             /* Peaked softmax (scores spread over tens): the running max changes block to block. */
             check_case(&tiny, 3000, d, 8.0);
-            /* as on 16 CPUs, 16 chunks of 576 positions, each one's last quarter dealt out again
+            /* as on 16 CPUs, 15 chunks of 576 positions, each one's last quarter dealt out again
              * after the long ones, a ragged short chunk last */
             check_case(&tiny, 8300, d, 1.0);
             /* past ATTN_MAX_CHUNKS chunks of ATTN_CHUNK_TARGET positions, where chunks grow longer */
