@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "core/attention.h"
+#include "core/attention_internal.h"
 #include "core/kernels.h"
 #include "bench/attention/attention_bench.h"
 
@@ -18,11 +18,15 @@ void a_attention_row(thread_pool *pool, const attention_kv *kv, int n, const flo
                      float *out, void *scratch);
 void b_attention_row(thread_pool *pool, const attention_kv *kv, int n, const float *q_lat, const float *q_rope,
                      float *out, void *scratch);
+void a_attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, const float *q_lat,
+                                const float *q_rope, float *out, void *scratch, int machine_cpus, attention_trace *trace);
+void b_attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, const float *q_lat,
+                                const float *q_rope, float *out, void *scratch, int machine_cpus, attention_trace *trace);
 size_t a_attention_scratch_bytes(int heads, int R, int rope, int n_threads);
 size_t b_attention_scratch_bytes(int heads, int R, int rope, int n_threads);
 
 typedef struct {
-    int heads, R, rope, T, threads;
+    int heads, R, rope, T, threads, machine_cpus;
     dtype_t dtype;
     double seconds;
     size_t buffer_bytes;
@@ -39,7 +43,8 @@ static void usage(FILE *f)
                "  --threads N     pool size (default 1)\n"
                "  --path NAME     avx2 or avx512 (default: the best this CPU has)\n"
                "  --seconds S     time to alternate for (default 3; at least 5 pairs of calls)\n"
-               "  --buffer-mib M  cache copies span this much memory (default 1024: the cache comes from DRAM)\n");
+               "  --buffer-mib M  cache copies span this much memory (default 1024: the cache comes from DRAM)\n"
+               "  --machine-cpus N  both builds cut rows as on a machine of N online CPUs (default: this one's)\n");
 }
 
 static int parse_one(ab_options *o, const char *a, const char *v)
@@ -58,6 +63,7 @@ static int parse_one(ab_options *o, const char *a, const char *v)
     if (!strcmp(a, "--dtype"))
         return !strcmp(v, "f32") ? (o->dtype = DTYPE_F32, 0) : !strcmp(v, "bf16") ? (o->dtype = DTYPE_BF16, 0) : -1;
     if (!strcmp(a, "--threads")) return (o->threads = atoi(v)) >= 1 ? 0 : -1;
+    if (!strcmp(a, "--machine-cpus")) return (o->machine_cpus = atoi(v)) >= 1 && o->machine_cpus <= ATTN_MAX_CHUNKS ? 0 : -1;
     if (!strcmp(a, "--seconds")) return (o->seconds = atof(v)) > 0 ? 0 : -1;
     if (!strcmp(a, "--buffer-mib")) return atoi(v) >= 1 ? (o->buffer_bytes = (size_t)atoi(v) << 20, 0) : -1;
     if (!strcmp(a, "--path"))
@@ -101,6 +107,21 @@ static attention_kv cache_copy(const ab_options *o, const char *buf, size_t copi
     return (attention_kv){o->heads, o->R, o->rope, o->dtype, base, base + (size_t)o->T * o->R * es, 0.07f};
 }
 
+/* Each build's attention_row, as on a machine of o->machine_cpus CPUs when that is set. */
+static void row_a(const ab_options *o, thread_pool *pool, const attention_kv *kv, const float *q, const float *qr,
+                  float *out, void *scratch)
+{
+    if (o->machine_cpus) a_attention_row_on_machine(pool, kv, o->T, q, qr, out, scratch, o->machine_cpus, NULL);
+    else a_attention_row(pool, kv, o->T, q, qr, out, scratch);
+}
+
+static void row_b(const ab_options *o, thread_pool *pool, const attention_kv *kv, const float *q, const float *qr,
+                  float *out, void *scratch)
+{
+    if (o->machine_cpus) b_attention_row_on_machine(pool, kv, o->T, q, qr, out, scratch, o->machine_cpus, NULL);
+    else b_attention_row(pool, kv, o->T, q, qr, out, scratch);
+}
+
 /* Pairs of calls, the order swapped every pair; each build reads its own copy (half the buffer
  * apart), so neither finds the other's reads in cache. */
 static void alternate(const ab_options *o, thread_pool *pool, const char *buf, size_t copies, const float *q,
@@ -114,20 +135,20 @@ static void alternate(const ab_options *o, thread_pool *pool, const char *buf, s
         attention_kv ka = cache_copy(o, buf, copies, c), kb = cache_copy(o, buf, copies, c + copies / 2);
         double t0, t1, t2;
         if (c & 1) {
-            t0 = bench_now_s(); b_attention_row(pool, &kb, o->T, q, qr, ob, sb);
-            t1 = bench_now_s(); a_attention_row(pool, &ka, o->T, q, qr, oa, sa);
+            t0 = bench_now_s(); row_b(o, pool, &kb, q, qr, ob, sb);
+            t1 = bench_now_s(); row_a(o, pool, &ka, q, qr, oa, sa);
             t2 = bench_now_s();
             sm->new_s[sm->n] = t1 - t0, sm->old_s[sm->n] = t2 - t1;
         } else {
-            t0 = bench_now_s(); a_attention_row(pool, &ka, o->T, q, qr, oa, sa);
-            t1 = bench_now_s(); b_attention_row(pool, &kb, o->T, q, qr, ob, sb);
+            t0 = bench_now_s(); row_a(o, pool, &ka, q, qr, oa, sa);
+            t1 = bench_now_s(); row_b(o, pool, &kb, q, qr, ob, sb);
             t2 = bench_now_s();
             sm->old_s[sm->n] = t1 - t0, sm->new_s[sm->n] = t2 - t1;
         }
         sm->ratio[sm->n] = sm->old_s[sm->n] / sm->new_s[sm->n];
         sm->n++;
         if (c < 3) {  /* the new build on the copy the old one just read */
-            b_attention_row(pool, &ka, o->T, q, qr, ob, sb);
+            row_b(o, pool, &ka, q, qr, ob, sb);
             if (memcmp(oa, ob, hr * sizeof(float))) sm->differ = 1;
             for (size_t i = 0; i < hr; i++) sm->max_diff = fmaxf(sm->max_diff, fabsf(oa[i] - ob[i]));
         }

@@ -29,7 +29,7 @@ typedef struct { const char *name; int heads, R, rope; } widths;
 static const widths shapes[] = {{"R1", 128, 512, 64}, {"embedded", 4, 128, 32}};
 
 typedef struct {
-    int threads, shape_only, dtype_only, n_T, T[16], trace;
+    int threads, shape_only, dtype_only, n_T, T[16], trace, machine_cpus;
     double seconds;
     size_t buffer_bytes;
     cpu_path path;
@@ -180,7 +180,7 @@ static double attention_flops(const widths *w, int T) { return (double)w->heads 
 /* Calls attention_row over successive copies of the cache until `seconds` pass (at least 5), each
  * followed by its two roof probes (the read probe on the copy half the buffer away). */
 static void time_attention(thread_pool *pool, cpu_path path, const widths *w, dtype_t dt, int T, const char *buf,
-                           size_t buf_bytes, double seconds, attention_trace *tr, samples *sm)
+                           size_t buf_bytes, double seconds, int machine_cpus, attention_trace *tr, samples *sm)
 {
     size_t es = dtype_size(dt), kv_bytes = (size_t)T * (w->R + w->rope) * es;
     size_t copies = buf_bytes / kv_bytes < 2 ? 2 : buf_bytes / kv_bytes;
@@ -195,7 +195,9 @@ static void time_attention(thread_pool *pool, cpu_path path, const widths *w, dt
         const char *base = buf + (c * kv_bytes) % (buf_bytes - kv_bytes + 1);
         attention_kv kv = {w->heads, w->R, w->rope, dt, base, base + (size_t)T * w->R * es, 0.07f};
         double t0 = bench_now_s();
-        if (tr)
+        if (machine_cpus)
+            attention_row_on_machine(pool, &kv, T, q, q + (size_t)w->heads * w->R, out, scratch, machine_cpus, tr);
+        else if (tr)
             attention_row_traced(pool, &kv, T, q, q + (size_t)w->heads * w->R, out, scratch, tr);
         else
             attention_row(pool, &kv, T, q, q + (size_t)w->heads * w->R, out, scratch);
@@ -249,6 +251,9 @@ static void usage(FILE *f)
                "  --buffer-mib M  cache copies span this much memory (default 1024: far above the LLC, the\n"
                "                  cache comes from DRAM; 1: the copies stay in L2 at the embedded width, BF16,\n"
                "                  1k positions: the kernel's time without DRAM)\n"
+               "  --machine-cpus N  cut the rows into chunks as on a machine of N online CPUs (1-32; default:\n"
+               "                  this one's): a row's chunks follow the machine, never the pool, so this shows\n"
+               "                  here what one thread pays for another machine's chunks\n"
                "  --trace         under each line, where its calls' time went (medians over the calls): how\n"
                "                  long after the call the last work item started, the items' median and\n"
                "                  longest time, the merge of the chunks (what of it ran after the last\n"
@@ -276,6 +281,7 @@ static int parse_one(bench_options *o, const char *a, const char *v)
     if (!v) return -1;
     if (!strcmp(a, "--threads")) return (o->threads = atoi(v)) >= 1 ? 0 : -1;
     if (!strcmp(a, "--T")) return parse_T(v, o);
+    if (!strcmp(a, "--machine-cpus")) return (o->machine_cpus = atoi(v)) >= 1 && o->machine_cpus <= ATTN_MAX_CHUNKS ? 0 : -1;
     if (!strcmp(a, "--seconds")) return (o->seconds = atof(v)) > 0 ? 0 : -1;
     if (!strcmp(a, "--buffer-mib")) return atoi(v) >= 1 ? (o->buffer_bytes = (size_t)atoi(v) << 20, 0) : -1;
     if (!strcmp(a, "--shape")) return !strcmp(v, "R1") ? (o->shape_only = 0, 0) : !strcmp(v, "embedded") ? (o->shape_only = 1, 0) : -1;
@@ -326,7 +332,7 @@ static void run_pool(const bench_options *o, int threads, const char *buf)
             for (int i = 0; i < o->n_T; i++) {
                 if ((o->shape_only >= 0 && o->shape_only != s) || (o->dtype_only >= 0 && o->dtype_only != d)) continue;
                 dtype_t dt = d ? DTYPE_BF16 : DTYPE_F32;
-                time_attention(pool, o->path, &shapes[s], dt, o->T[i], buf, o->buffer_bytes, o->seconds, tr, sm);
+                time_attention(pool, o->path, &shapes[s], dt, o->T[i], buf, o->buffer_bytes, o->seconds, o->machine_cpus, tr, sm);
                 report(&shapes[s], dt, o->T[i], threads, sm);
                 if (tr) report_trace(sm);
                 fflush(stdout);
