@@ -257,20 +257,23 @@ static void (*item_path(void))(const attention_item *)
  * its chunks are its only items, and it is memory-bound (a chunk runs at one core's bandwidth, ~10
  * GB/s on the Xeon); R1's 128 heads on AVX-512 are 4 groups, so a 1k row is 8 items. Such a row is
  * cut into enough chunks that chunks x groups of group_unit heads cover the machine's CPUs, down to
- * ATTN_SHORT_CHUNK positions. The count follows the machine, never the pool, so the result stays
- * bit-identical for any thread count; not the pool's either because short chunks cost a thread
- * that runs several (their partial sums, the first block's second pass of the maximum): embedded
- * width, 1k-8k positions, 1 thread 2-7% slower with 16 chunks than with 2-8; R1's widths on one
- * AVX-512 core, 1k, 3-4 points lower with 4 chunks than with 2 (in two runs of four). A 2-CPU
- * machine keeps its chunks. */
+ * ATTN_SHORT_CHUNK positions (many heads) or ATTN_SHORT_CHUNK_FEW (one group). The count follows the
+ * machine, never the pool, so the result stays bit-identical for any thread count; not the pool's
+ * either because short chunks cost a thread that runs several (their partial sums, the first
+ * block's second pass of the maximum): embedded width, 1k-8k positions, 1 thread 2-7% slower with
+ * 16 chunks than with 2-8; R1's widths on one AVX-512 core, 1k, 3-4 points lower with 4 chunks than
+ * with 2 (in two runs of four). Chunks of 128 for one group: 16-core Xeon, embedded width, 1k, 16
+ * threads 8-16 points nearer the roof than 256 (4 items of 25 us, each at one core's bandwidth),
+ * 1 thread ~5% slower; 64 gained less and cost 1 thread 17%. A 2-CPU machine keeps its chunks. */
 static int chunk_length(int n, int heads, int machine_cpus, int group_unit)
 {
     int chunks = n / ATTN_CHUNK_TARGET, shortest = ATTN_MIN_CHUNK;
     chunks = chunks < 2 ? 2 : chunks;
     int groups = (heads + group_unit - 1) / group_unit;
     int cover = (machine_cpus + groups - 1) / groups;
-    int spread = n / ATTN_SHORT_CHUNK < cover ? n / ATTN_SHORT_CHUNK : cover;
-    if (spread > chunks) chunks = spread, shortest = ATTN_SHORT_CHUNK;
+    int least = heads > ATTN_GROUP_HEADS ? ATTN_SHORT_CHUNK : ATTN_SHORT_CHUNK_FEW;
+    int spread = n / least < cover ? n / least : cover;
+    if (spread > chunks) chunks = spread, shortest = least;
     chunks = chunks > ATTN_MAX_CHUNKS ? ATTN_MAX_CHUNKS : chunks;
     int per = (n + chunks - 1) / chunks;
     per = (per + ATTN_BLOCK - 1) / ATTN_BLOCK * ATTN_BLOCK;

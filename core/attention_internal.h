@@ -24,8 +24,10 @@
 #define ATTN_MAX_CHUNKS 32
 #define ATTN_MIN_CHUNK 512
 #define ATTN_CHUNK_TARGET 1024
-/* The shortest chunk of a short row spread over a machine's CPUs (attention.c, chunk_length). */
+/* The shortest chunk of a short row spread over a machine's CPUs (attention.c, chunk_length): of a
+ * row of many heads, and of a row of one group (few heads), whose chunks are its only items. */
 #define ATTN_SHORT_CHUNK 256
+#define ATTN_SHORT_CHUNK_FEW 128
 
 /* A thread's buffer: [ATTN_BLOCK][R + rope] floats for a BF16 block widened, then room for a group's
  * queries and weighted latents in another order ([R + rope][ATTN_GROUP_HEADS] and

@@ -6,7 +6,8 @@
  * jump or creep along the positions (running maxima that rise mid-item). And the invariance that
  * speculation and reproducibility rest on: the result is bit-identical for 1, 2, 3, 4 and 8
  * threads, as on a machine of 2 CPUs and of 16 (where a short row is cut into more, shorter chunks:
- * few heads from 768 positions, 40 heads on AVX2 and R1's on AVX-512 at 1100; and where a row with
+ * few heads from 384 positions, 16 chunks of 128 at 2048, 40 heads on AVX2 and R1's on AVX-512 at
+ * 1100; and where a row with
  * few items per CPU has each chunk's last quarter dealt out as short chunks after the long ones,
  * 40 heads and R1's at 4100 positions, 4 heads at 8300, a ragged short chunk last; the pool's size
  * must not change them). A row of many heads is cut into groups of 16 instead of 32 when the pool
@@ -135,8 +136,8 @@ static void check_shaped(const widths *w, int n, dtype_t dt, double qamp, key_sh
     double scale = 1.0 / sqrt((double)(w->R + w->rope) / 4.0);
     attention_kv kv = {w->heads, w->R, w->rope, dt, clat, ckr, (float)scale};
     reference(w, n, ql, qr, lat, kr, (double)(float)scale, want);
-    /* a machine of 2 CPUs (long chunks) and one of 16 (a row of few heads from 768 positions cut
-     * into up to 16 chunks of 256 or more; of many heads, into chunks enough for 16 items) */
+    /* a machine of 2 CPUs (long chunks) and one of 16 (a row of few heads from 384 positions cut
+     * into up to 16 chunks of 128 or more; of many heads, into chunks enough for 16 items) */
     static const int machines[] = {2, 16}, threads[] = {2, 3, 4, 8};
     for (size_t m = 0; m < sizeof machines / sizeof *machines; m++) {
         run(&kv, n, ql, qr, machines[m], 1, out1);
@@ -187,6 +188,8 @@ int main(void)
             /* as on 16 CPUs, 15 chunks of 576 positions, each one's last quarter dealt out again
              * after the long ones, a ragged short chunk last */
             check_case(&tiny, 8300, d, 1.0);
+            /* as on 16 CPUs, 16 chunks of ATTN_SHORT_CHUNK_FEW positions */
+            check_case(&tiny, 2048, d, 1.0);
             /* past ATTN_MAX_CHUNKS chunks of ATTN_CHUNK_TARGET positions, where chunks grow longer */
             check_case(&tiny, 33000, d, 1.0);
             /* running maxima that jump (spikes) and creep (rising) inside items and blocks: the
@@ -195,7 +198,7 @@ int main(void)
             check_shaped(&tiny, 3000, d, 2.0, rising);
             check_shaped(&pairs, 1100, d, 2.0, spikes);
             check_shaped(&few_tails[0], 1100, d, 2.0, rising);
-            cases += 7;
+            cases += 8;
             for (size_t i = 0; i < sizeof pairs_n / sizeof *pairs_n; i++, cases++) check_case(&pairs, pairs_n[i], d, 2.0);
             for (size_t w = 0; w < sizeof few_tails / sizeof *few_tails; w++)
                 for (size_t i = 0; i < sizeof pairs_n / sizeof *pairs_n; i++, cases++) check_case(&few_tails[w], pairs_n[i], d, 2.0);
