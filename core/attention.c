@@ -96,6 +96,7 @@ typedef struct {
     int n_items, merge_items;  /* chunks x groups; merges on the pool after them (0: the caller's) */
     attention_scratch s;
     void (*item)(const attention_item *it);
+    int (*merge_columns)(const float *acc, size_t stride, const float *w, int nc, float inv, int R, float *o);
     attention_trace *trace; /* NULL but for bench_attention --trace */
 } row_job;
 
@@ -173,21 +174,49 @@ static void run_item(void *arg, int i)
  * from 4096 floats, bit-identical). */
 #define ATTN_MERGE_ON_POOL 4096
 
-typedef float merge_vec __attribute__((vector_size(16)));
+/* o[k] = inv * sum_c w[c] acc[c * stride + k], the chunks in order, for whole vectors of `bytes`
+ * from k = 0; returns where they end. Each column's sum is the same chain of multiplies and adds at
+ * any vector width (ISO C contracts no FMA), so every path's merge gives the same bits. */
+#define MERGE_COLUMNS(name, bytes, target)                                                                     \
+    target static int name(const float *acc, size_t stride, const float *w, int nc, float inv, int R, float *o) \
+    {                                                                                                          \
+        typedef float vec __attribute__((vector_size(bytes)));                                                 \
+        int k = 0;                                                                                             \
+        for (; k + (int)(bytes / sizeof(float)) <= R; k += (int)(bytes / sizeof(float))) {                     \
+            vec v = {0.0f}, a;                                                                                 \
+            for (int c = 0; c < nc; c++) {                                                                     \
+                memcpy(&a, acc + (size_t)c * stride + k, sizeof a);                                            \
+                v += w[c] * a;                                                                                 \
+            }                                                                                                  \
+            v *= inv;                                                                                          \
+            memcpy(o + k, &v, sizeof v);                                                                       \
+        }                                                                                                      \
+        return k;                                                                                              \
+    }
 
-/* out[h] = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c, chunks in order. The partial sums
- * were written on other cores, so each line is a cross-core transfer: all of the head's are asked
- * for before the sums need them (16-core Xeon, embedded width, 4k on 16 threads: the caller's merge
- * of 16 chunks 6.5 -> 5 us). Four columns at a time in a vector of the baseline ISA (scalar,
- * it took ~3% of a 1k-position row at the embedded width); each column's sum is the same chain over
- * the chunks either way. */
-static void merge_head(const row_job *j, int h)
+MERGE_COLUMNS(merge_columns_128, 16, )
+MERGE_COLUMNS(merge_columns_256, 32, __attribute__((target("avx2"))))
+MERGE_COLUMNS(merge_columns_512, 64, __attribute__((target("avx512f"))))
+
+/* The partial sums of head h into the cache: they were written on other cores, so each line is a
+ * cross-core transfer, asked for a head ahead of the sums that need them (16-core Xeon, embedded
+ * width, 4k on 16 threads: all of a head's lines asked for before its sums took the caller's merge
+ * of 16 chunks from 6.5 to 5 us). */
+static void prefetch_head(const row_job *j, int h)
 {
-    int heads = j->kv->heads, R = j->kv->R, nc = j->n_chunks;
-    for (int c = 0; c < nc; c++) {
+    int heads = j->kv->heads, R = j->kv->R;
+    for (int c = 0; c < j->n_chunks; c++) {
         const float *a = j->s.acc + ((size_t)c * heads + h) * R;
         for (int k = 0; k < R; k += 16) __builtin_prefetch(a + k, 0, 3);
     }
+}
+
+/* out[h] = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c, chunks in order: the columns in the
+ * widest vectors the machine has (R1's 1k merge on one Xeon core took 118 us of a 3.1 ms row in
+ * 128-bit vectors), the last R % width one at a time, each the same chain. */
+static void merge_head(const row_job *j, int h)
+{
+    int heads = j->kv->heads, R = j->kv->R, nc = j->n_chunks;
     float mx = -INFINITY, sum = 0.0f, w[ATTN_MAX_CHUNKS], *o = j->out + (size_t)h * R;
     for (int c = 0; c < nc; c++) mx = fmaxf(mx, j->s.m[(size_t)c * heads + h]);
     for (int c = 0; c < nc; c++) {
@@ -196,20 +225,21 @@ static void merge_head(const row_job *j, int h)
         sum += w[c] * j->s.l[part];
     }
     float inv = 1.0f / sum;
-    int k = 0;
-    for (; k + 4 <= R; k += 4) {
-        merge_vec v = {0.0f, 0.0f, 0.0f, 0.0f}, a;
-        for (int c = 0; c < nc; c++) {
-            memcpy(&a, j->s.acc + ((size_t)c * heads + h) * R + k, sizeof a);
-            v += w[c] * a;
-        }
-        v *= inv;
-        memcpy(o + k, &v, sizeof v);
-    }
-    for (; k < R; k++) {
+    const float *acc = j->s.acc + (size_t)h * R;
+    for (int k = j->merge_columns(acc, (size_t)heads * R, w, nc, inv, R, o); k < R; k++) {
         float v = 0.0f;
-        for (int c = 0; c < nc; c++) v += w[c] * j->s.acc[((size_t)c * heads + h) * R + k];
+        for (int c = 0; c < nc; c++) v += w[c] * acc[(size_t)c * heads * R + k];
         o[k] = v * inv;
+    }
+}
+
+/* Heads [h0, h1) merged, each one's partial sums asked for while the one before it is summed. */
+static void merge_heads(const row_job *j, int h0, int h1)
+{
+    if (h0 < h1) prefetch_head(j, h0);
+    for (int h = h0; h < h1; h++) {
+        if (h + 1 < h1) prefetch_head(j, h + 1);
+        merge_head(j, h);
     }
 }
 
@@ -237,7 +267,7 @@ static void merge_run(const row_job *j, int k)
     int heads = j->kv->heads;
     int h0 = (int)((long)k * heads / j->merge_items), h1 = (int)((long)(k + 1) * heads / j->merge_items);
     for (int g = h0 / j->group_heads; g <= (h1 - 1) / j->group_heads; g++) wait_for_group(j, g);
-    for (int h = h0; h < h1; h++) merge_head(j, h);
+    merge_heads(j, h0, h1);
 }
 
 /* Item i of the row: a chunk x group of heads, then (i >= n_items) a merge. */
@@ -254,6 +284,17 @@ static void (*item_path(void))(const attention_item *)
     case CPU_PATH_AVX512: return attention_item_avx512;
     case CPU_PATH_AVX2: return attention_item_avx2;
     default: return attention_item_scalar;
+    }
+}
+
+typedef int (*merge_columns_fn)(const float *acc, size_t stride, const float *w, int nc, float inv, int R, float *o);
+
+static merge_columns_fn merge_path(void)
+{
+    switch (kernels_path()) {
+    case CPU_PATH_AVX512: return merge_columns_512;
+    case CPU_PATH_AVX2: return merge_columns_256;
+    default: return merge_columns_128;
     }
 }
 
@@ -361,7 +402,8 @@ void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, 
 {
     if (trace) trace->start = trace_ns();
     row_job j = {.kv = kv, .q_lat = q_lat, .q_rope = q_rope, .out = out, .n = n, .n_threads = thread_pool_size(pool),
-                 .l1_prefetch_bytes = attention_l1_prefetch_bytes(), .item = item_path(), .trace = trace};
+                 .l1_prefetch_bytes = attention_l1_prefetch_bytes(), .item = item_path(), .merge_columns = merge_path(),
+                 .trace = trace};
     carve(kv->heads, kv->R, kv->rope, j.n_threads, scratch, &j.s);
     cut_row(&j, n, kv->heads, machine_cpus, spread_group_heads());
     j.group_heads = group_heads(kv->heads, j.n_chunks, j.n_threads);
@@ -381,7 +423,7 @@ void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, 
             if (trace->item_end[i] > trace->items_done) trace->items_done = trace->item_end[i];
     }
     if (!on_pool)
-        for (int h = 0; h < kv->heads; h++) merge_head(&j, h);
+        merge_heads(&j, 0, kv->heads);
     if (trace) trace->merged = trace_ns();
 }
 
