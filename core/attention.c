@@ -87,6 +87,9 @@ int attention_l1_prefetch_bytes(void)
     return v;
 }
 
+/* o[k] = inv * sum_c w[c] acc[c * stride + k] for the columns of whole vectors (merge_columns_*). */
+typedef int (*merge_columns_fn)(const float *acc, size_t stride, const float *w, int nc, float inv, int R, float *o);
+
 typedef struct {
     const attention_kv *kv;
     const float *q_lat, *q_rope;
@@ -96,7 +99,7 @@ typedef struct {
     int n_items, merge_items;  /* chunks x groups; merges on the pool after them (0: the caller's) */
     attention_scratch s;
     void (*item)(const attention_item *it);
-    int (*merge_columns)(const float *acc, size_t stride, const float *w, int nc, float inv, int R, float *o);
+    merge_columns_fn merge_columns; /* the path's merge_columns_* */
     attention_trace *trace; /* NULL but for bench_attention --trace */
 } row_job;
 
@@ -287,8 +290,6 @@ static void (*item_path(void))(const attention_item *)
     default: return attention_item_scalar;
     }
 }
-
-typedef int (*merge_columns_fn)(const float *acc, size_t stride, const float *w, int nc, float inv, int R, float *o);
 
 static merge_columns_fn merge_path(void)
 {

@@ -107,19 +107,16 @@ static attention_kv cache_copy(const ab_options *o, const char *buf, size_t copi
     return (attention_kv){o->heads, o->R, o->rope, o->dtype, base, base + (size_t)o->T * o->R * es, 0.07f};
 }
 
-/* Each build's attention_row, as on a machine of o->machine_cpus CPUs when that is set. */
-static void row_a(const ab_options *o, thread_pool *pool, const attention_kv *kv, const float *q, const float *qr,
-                  float *out, void *scratch)
+/* The old build's attention_row (new_build 0) or the new one's, as on a machine of o->machine_cpus
+ * CPUs when that is set. */
+static void row(const ab_options *o, int new_build, thread_pool *pool, const attention_kv *kv, const float *q,
+                const float *qr, float *out, void *scratch)
 {
-    if (o->machine_cpus) a_attention_row_on_machine(pool, kv, o->T, q, qr, out, scratch, o->machine_cpus, NULL);
-    else a_attention_row(pool, kv, o->T, q, qr, out, scratch);
-}
-
-static void row_b(const ab_options *o, thread_pool *pool, const attention_kv *kv, const float *q, const float *qr,
-                  float *out, void *scratch)
-{
-    if (o->machine_cpus) b_attention_row_on_machine(pool, kv, o->T, q, qr, out, scratch, o->machine_cpus, NULL);
-    else b_attention_row(pool, kv, o->T, q, qr, out, scratch);
+    if (o->machine_cpus)
+        (new_build ? b_attention_row_on_machine : a_attention_row_on_machine)(pool, kv, o->T, q, qr, out, scratch,
+                                                                             o->machine_cpus, NULL);
+    else
+        (new_build ? b_attention_row : a_attention_row)(pool, kv, o->T, q, qr, out, scratch);
 }
 
 /* Pairs of calls, the order swapped every pair; each build reads its own copy (half the buffer
@@ -135,20 +132,20 @@ static void alternate(const ab_options *o, thread_pool *pool, const char *buf, s
         attention_kv ka = cache_copy(o, buf, copies, c), kb = cache_copy(o, buf, copies, c + copies / 2);
         double t0, t1, t2;
         if (c & 1) {
-            t0 = bench_now_s(); row_b(o, pool, &kb, q, qr, ob, sb);
-            t1 = bench_now_s(); row_a(o, pool, &ka, q, qr, oa, sa);
+            t0 = bench_now_s(); row(o, 1, pool, &kb, q, qr, ob, sb);
+            t1 = bench_now_s(); row(o, 0, pool, &ka, q, qr, oa, sa);
             t2 = bench_now_s();
             sm->new_s[sm->n] = t1 - t0, sm->old_s[sm->n] = t2 - t1;
         } else {
-            t0 = bench_now_s(); row_a(o, pool, &ka, q, qr, oa, sa);
-            t1 = bench_now_s(); row_b(o, pool, &kb, q, qr, ob, sb);
+            t0 = bench_now_s(); row(o, 0, pool, &ka, q, qr, oa, sa);
+            t1 = bench_now_s(); row(o, 1, pool, &kb, q, qr, ob, sb);
             t2 = bench_now_s();
             sm->old_s[sm->n] = t1 - t0, sm->new_s[sm->n] = t2 - t1;
         }
         sm->ratio[sm->n] = sm->old_s[sm->n] / sm->new_s[sm->n];
         sm->n++;
         if (c < 3) {  /* the new build on the copy the old one just read */
-            row_b(o, pool, &ka, q, qr, ob, sb);
+            row(o, 1, pool, &ka, q, qr, ob, sb);
             if (memcmp(oa, ob, hr * sizeof(float))) sm->differ = 1;
             for (size_t i = 0; i < hr; i++) sm->max_diff = fmaxf(sm->max_diff, fabsf(oa[i] - ob[i]));
         }
