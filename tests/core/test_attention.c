@@ -7,12 +7,11 @@
  * speculation and reproducibility rest on: the result is bit-identical for 1, 2, 3, 4 and 8
  * threads, as on a machine of 2 CPUs and of 16 (where a short row is cut into more, shorter chunks:
  * few heads from 384 positions, 16 chunks of 128 at 2048, 40 heads on AVX2 and R1's on AVX-512 at
- * 1100; and where a row with
- * few items per CPU has each chunk's last quarter dealt out as short chunks after the long ones,
- * 40 heads and R1's at 4100 positions, 4 heads at 8300, a ragged short chunk last; the pool's size
- * must not change them). A row of many heads is cut into groups of 16 instead of 32 when the pool
- * has at least twice as many threads as items: as on 2 CPUs, at R1's widths from 8 threads at 300
- * positions, 16 at 1100; at 40 heads from 4 threads at 300, 8 at 1100. */
+ * 1100; and where a row with few items per CPU has each chunk's last quarter dealt out as short
+ * chunks after the long ones, 40 heads and R1's at 4100 positions, 4 heads at 8300, a ragged short
+ * chunk last; the pool's size must not change them). A row of many heads is cut into groups of 16
+ * instead of 32 when the pool has at least twice as many threads as items: as on 2 CPUs, at R1's
+ * widths from 8 threads at 300 positions, 16 at 1100; at 40 heads from 4 threads at 300, 8 at 1100. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
