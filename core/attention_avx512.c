@@ -618,7 +618,7 @@ INLINE void few_item(int NH, int PAIRS, const attention_item *it)
     few_state st = {.m = _mm512_set1_ps(-INFINITY), .l = _mm512_setzero_ps(),
                     .pf_l1 = 8 * 2 * block_bytes <= 7 * (size_t)it->l1_prefetch_bytes};
     for (int t = it->t0; t < it->t1;) {
-        int nt = it->t1 - t < blk ? it->t1 - t : blk, next = 2 * blk < full ? 2 * blk : full;
+        int nt = it->t1 - t < blk ? it->t1 - t : blk, next = attention_ramp_next(blk, t + nt - it->t0, full);
         few_block(NH, PAIRS, R, rope, it, ql, qr, t, nt, next, &st, raw, w);
         t += nt;
         blk = next;
