@@ -596,7 +596,7 @@ INLINE void few_block(int NH, int PAIRS, int R, int rope, const attention_item *
  * accumulators' loads and stores). Except the first blocks: an item starts on rows nobody
  * prefetched, and waiting for a whole 20 KB block before any work cost ~1 us per item (Zen 4,
  * bench_attention, 64 positions cold against in cache), so blocks start at ATTN_RAMP_FIRST
- * positions and double. */
+ * positions and double up to the full block (attention_ramp_next). */
 INLINE void few_item(int NH, int PAIRS, const attention_item *it)
 {
     const attention_kv *kv = it->kv;
