@@ -12,20 +12,6 @@
 /* The first block of an item of few heads, the next ones twice as long up to the full block (a
  * multiple of 4: the score tiles). */
 #define ATTN_RAMP_FIRST 8
-
-/* The block after one of blk positions that ended `done` positions into an item whose full blocks
- * are `full` long: twice blk, except that the ramp's last block runs to `full`, so that every block
- * after the ramp is whole and a chunk (a whole number of full blocks) ends on one. A chunk that ended
- * on the ramp's leftover (8 positions at 64, 8 + 16 + 32 + 64 + 8) had that short block prefetch the
- * next chunk's first rows, far too late for the next item on that thread: its first block then
- * waited on DRAM (Zen 5, embedded width, BF16, rdtsc per block: 1,700 cycles more per item of 128
- * positions than its positions take in whole blocks). The AVX-512 path's; AVX2's ramp of BF16
- * items keeps doubling (there a block of 40 read 4-5% slower than 32 + 8, same VM). */
-static inline int attention_ramp_next(int blk, int done, int full)
-{
-    if (done >= full) return full;
-    return done + 6 * blk > full ? full - done : 2 * blk;
-}
 /* Heads per work item (at most: attention_row halves it for a short row on many threads): more
  * items for small n, and the group's queries and accumulators (ATTN_GROUP_HEADS x (R + rope)
  * floats each) stay in L2. */
