@@ -18,6 +18,8 @@ typedef struct {
     float *acc;           /* [ATTN_MAX_CHUNKS][heads][R] */
     float *m, *l;         /* [ATTN_MAX_CHUNKS][heads] */
     float *conv;          /* [n_threads][ATTN_CONV_FLOATS(R, rope)] */
+    attention_help *help; /* [help_items_most] (rows of more than 16 heads on 2+ threads, else NULL) */
+    float *help_scores;   /* [help_items_most][ATTN_HELP_POSITIONS][ATTN_GROUP_HEADS] */
 } attention_scratch;
 
 static size_t round64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
@@ -30,6 +32,9 @@ static void *piece(char *base, size_t *off, size_t bytes)
     return p;
 }
 
+/* Items of a row that idle threads help at most: one or two per thread (see help_items). */
+static int help_items_most(int n_threads) { return 2 * n_threads < ATTN_HELP_ITEMS ? 2 * n_threads : ATTN_HELP_ITEMS; }
+
 static size_t carve(int heads, int R, int rope, int n_threads, char *base, attention_scratch *s)
 {
     size_t off = 0, parts = (size_t)ATTN_MAX_CHUNKS * heads;
@@ -40,6 +45,12 @@ static size_t carve(int heads, int R, int rope, int n_threads, char *base, atten
     s->m = piece(base, &off, parts * sizeof(float));
     s->l = piece(base, &off, parts * sizeof(float));
     s->conv = piece(base, &off, (size_t)n_threads * ATTN_CONV_FLOATS(R, rope) * sizeof(float));
+    s->help = NULL, s->help_scores = NULL;
+    if (heads > ATTN_GROUP_HEADS / 2 && n_threads > 1) {
+        size_t items = (size_t)help_items_most(n_threads);
+        s->help = piece(base, &off, items * sizeof(attention_help));
+        s->help_scores = piece(base, &off, items * ATTN_HELP_POSITIONS * ATTN_GROUP_HEADS * sizeof(float));
+    }
     return off;
 }
 
@@ -97,6 +108,7 @@ typedef struct {
     int n_chunks, n_long, long_len, short_len;  /* n_long chunks of long_len positions, then short_len */
     int group_heads, n_groups, n, n_threads, l1_prefetch_bytes;
     int n_items, merge_items;  /* chunks x groups; merges on the pool after them (0: the caller's) */
+    int help;                  /* idle threads take pieces of running items (the items' boards in s.help) */
     attention_scratch s;
     void (*item)(const attention_item *it);
     merge_columns_fn merge_columns; /* the path's merge_columns_* */
@@ -142,23 +154,30 @@ static int chunk_start(const row_job *j, int c)
     return c <= j->n_long ? c * j->long_len : j->n_long * j->long_len + (c - j->n_long) * j->short_len;
 }
 
-static void run_item(void *arg, int i)
+/* Item i of the row (a chunk x a group of heads), its rows converted in conv. */
+static attention_item item_of(const row_job *j, int i, float *conv)
 {
-    const row_job *j = arg;
     const attention_kv *kv = j->kv;
     int c = chunk_of_item(j, i / j->n_groups), h0 = (i % j->n_groups) * j->group_heads;
     size_t part = (size_t)c * kv->heads + h0;
-    long long started = j->trace ? trace_ns() : 0;
-    int cpu = j->trace ? sched_getcpu() : -1;
-    int w = claim_buffer(j);
-    attention_item it = {
+    return (attention_item){
         .kv = kv, .q_lat = j->q_lat + (size_t)h0 * kv->R, .q_rope = j->q_rope + (size_t)h0 * kv->rope,
         .t0 = chunk_start(j, c), .t1 = chunk_start(j, c + 1) < j->n ? chunk_start(j, c + 1) : j->n,
         .n = j->n, .nh = kv->heads - h0 < j->group_heads ? kv->heads - h0 : j->group_heads,
-        .acc = j->s.acc + part * kv->R, .m = j->s.m + part, .l = j->s.l + part,
-        .conv = j->s.conv + (size_t)w * ATTN_CONV_FLOATS(kv->R, kv->rope),
-        .l1_prefetch_bytes = j->l1_prefetch_bytes,
+        .acc = j->s.acc + part * kv->R, .m = j->s.m + part, .l = j->s.l + part, .conv = conv,
+        .l1_prefetch_bytes = j->l1_prefetch_bytes, .help = j->help ? &j->s.help[i] : NULL,
     };
+}
+
+static float *conv_buffer(const row_job *j, int w) { return j->s.conv + (size_t)w * ATTN_CONV_FLOATS(j->kv->R, j->kv->rope); }
+
+static void run_item(void *arg, int i)
+{
+    const row_job *j = arg;
+    long long started = j->trace ? trace_ns() : 0;
+    int cpu = j->trace ? sched_getcpu() : -1;
+    int w = claim_buffer(j);
+    attention_item it = item_of(j, i, conv_buffer(j, w));
     j->item(&it);
     atomic_store(&j->s.claimed[w], 0);
     if (j->trace && i < ATTN_TRACE_ITEMS) {
@@ -166,6 +185,64 @@ static void run_item(void *arg, int i)
         j->trace->item_cpu[i] = (short)cpu, j->trace->item_cpu_end[i] = (short)sched_getcpu();
     }
     atomic_fetch_add_explicit(&j->s.done[i % j->n_groups], 1, memory_order_release);
+}
+
+/* Help for a short row of many heads: a row cut into about one item per CPU finishes when the
+ * slowest core's item does, and a shared host's cores are not equal (16-core Xeon, R1's widths at
+ * 1k positions on 16 threads: two CPUs ran their items at 1.7x the call's median, call after call).
+ * Cutting finer costs every item (partial sums, queries laid out again, the merge) more than the
+ * balance gives (waves 17-24 in docs/BENCHMARKS.md). So the cut stays, and a thread whose items
+ * are done takes pieces of the running items from their ends while it waits to merge: score tiles
+ * of blocks the owner has not reached, and column slices of the weighted latents of the block
+ * whose softmax it has just taken; the owner keeps the softmax. The running item with the most
+ * pieces left is helped first, in the waiting thread's groups of heads, then in any. Returns
+ * whether it did any. */
+static int help_items(const row_job *j, int g0, int g1)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        int best = -1;
+        unsigned most = 0;
+        for (int i = 0; i < j->n_items; i++) {
+            int g = i % j->n_groups;
+            if ((pass == 0) != (g >= g0 && g <= g1)) continue;
+            attention_help *hp = &j->s.help[i];
+            if (atomic_load_explicit(&hp->stage, memory_order_relaxed) != 1) continue;
+            unsigned long long v = atomic_load_explicit(&hp->claim, memory_order_relaxed);
+            unsigned long long w = atomic_load_explicit(&hp->slices, memory_order_relaxed);
+            unsigned left = (unsigned)(v >> 32) > (unsigned)v ? (unsigned)(v >> 32) - (unsigned)v : 0;
+            left += (w >> 16 & 0xFFFF) > (w & 0xFFFF) ? (unsigned)((w >> 16 & 0xFFFF) - (w & 0xFFFF)) : 0;
+            if (left > most) most = left, best = i;
+        }
+        if (best < 0) continue;
+        int w = claim_buffer(j);
+        attention_item it = item_of(j, best, conv_buffer(j, w));
+        int pieces = attention_help_avx512(&it, it.help, it.conv);
+        atomic_store(&j->s.claimed[w], 0);
+        if (pieces) {
+            if (j->trace) atomic_fetch_add_explicit(&it.help->helped, pieces, memory_order_relaxed);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The boards of a helped row's items: no tile claimed, the owners not started. */
+static void reset_help(const row_job *j)
+{
+    for (int i = 0; i < j->n_items; i++) {
+        attention_help *hp = &j->s.help[i];
+        attention_item it = item_of(j, i, NULL);
+        int nb = (it.t1 - it.t0 + ATTN_BLOCK - 1) / ATTN_BLOCK, last = it.t1 - it.t0 - (nb - 1) * ATTN_BLOCK;
+        unsigned tiles = (unsigned)((nb - 1) * ATTN_HELP_TILES_PER_BLOCK + (last + ATTN_HELP_TILE - 1) / ATTN_HELP_TILE);
+        atomic_store_explicit(&hp->claim, (unsigned long long)tiles << 32, memory_order_relaxed);
+        hp->tiles = (int)tiles;
+        atomic_store_explicit(&hp->helped, 0, memory_order_relaxed);
+        atomic_store_explicit(&hp->slices, 0, memory_order_relaxed);
+        atomic_store_explicit(&hp->stage, 0, memory_order_relaxed);
+        hp->qt = NULL;
+        hp->scores = j->s.help_scores + (size_t)i * ATTN_HELP_POSITIONS * ATTN_GROUP_HEADS;
+        for (unsigned k = 0; k < tiles; k++) atomic_store_explicit(&hp->done[k], 0, memory_order_relaxed);
+    }
 }
 
 /* Partial sums (heads x chunks x R floats) from which the merge runs on the pool, one merge item per
@@ -251,10 +328,11 @@ static void merge_heads(const row_job *j, int h0, int h1)
  * all claimed before the merge item that waits (the pool hands out items in order and the merges
  * come last), so each is running on some thread and the wait ends; on a machine busier than the
  * pool, the thread running one may need this core, hence the yield. */
-static void wait_for_group(const row_job *j, int g)
+static void wait_for_group(const row_job *j, int g, int g1)
 {
     for (int spins = 0; atomic_load_explicit(&j->s.done[g], memory_order_acquire) < j->n_chunks; spins++) {
-        if (spins >= 4096) sched_yield();
+        if (j->help && help_items(j, g, g1)) spins = 0;
+        else if (spins >= 4096) sched_yield();
         else __builtin_ia32_pause();
     }
 }
@@ -270,7 +348,8 @@ static void merge_run(const row_job *j, int k)
 {
     int heads = j->kv->heads;
     int h0 = (int)((long)k * heads / j->merge_items), h1 = (int)((long)(k + 1) * heads / j->merge_items);
-    for (int g = h0 / j->group_heads; g <= (h1 - 1) / j->group_heads; g++) wait_for_group(j, g);
+    int g1 = (h1 - 1) / j->group_heads;
+    for (int g = h0 / j->group_heads; g <= g1; g++) wait_for_group(j, g, g1);
     merge_heads(j, h0, h1);
 }
 
@@ -417,12 +496,25 @@ void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, 
     int on_pool = (size_t)kv->heads * j.n_chunks * kv->R >= ATTN_MERGE_ON_POOL && j.n_threads > 1;
     j.merge_items = on_pool ? (j.n_threads < kv->heads ? j.n_threads : kv->heads) : 0;
     for (int g = 0; g < j.n_groups; g++) atomic_store_explicit(&j.s.done[g], 0, memory_order_relaxed);
+    /* help where a row is one or two items per thread (with more, the pool's own hand-out evens the
+     * threads out, and the help's traffic cost a 2-CPU Zen 5 2.5% at R1's 1k, 8 items on 2 threads),
+     * on AVX-512's loop for many heads */
+    j.help = on_pool && j.s.help && j.item == attention_item_avx512 && kv->heads > ATTN_GROUP_HEADS / 2 &&
+             j.n_items <= help_items_most(j.n_threads) &&
+             j.long_len <= ATTN_HELP_POSITIONS && j.short_len <= ATTN_HELP_POSITIONS &&
+             kv->R <= ATTN_HELP_SLICES * ATTN_HELP_SLICE;
+    if (j.help) reset_help(&j);
     thread_pool_for(pool, j.n_items + j.merge_items, row_item, &j);
     if (trace) {
         /* with the merge on the pool, the items are done when the last one ended */
         trace->items = j.n_items, trace->items_done = on_pool ? trace->start : trace_ns();
         for (int i = 0; on_pool && i < j.n_items && i < ATTN_TRACE_ITEMS; i++)
             if (trace->item_end[i] > trace->items_done) trace->items_done = trace->item_end[i];
+    }
+    if (trace) {
+        trace->tiles = trace->helped = 0;
+        for (int i = 0; j.help && i < j.n_items; i++)
+            trace->tiles += j.s.help[i].tiles, trace->helped += atomic_load_explicit(&j.s.help[i].helped, memory_order_relaxed);
     }
     if (!on_pool)
         merge_heads(&j, 0, kv->heads);

@@ -6,6 +6,8 @@
  * 16 FMAs). */
 #include <immintrin.h>
 #include <math.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include "core/attention_internal.h"
@@ -868,21 +870,45 @@ static void wide_softmax(float *s, int nt, int V, __m512 m[2], __m512 l[2], __m5
     }
 }
 
+/* Tile `tile` of a helped item: the owner's when it is still at the front of the unclaimed tiles
+ * (claimed here), else a helper's, already taken from the back. */
+static int wide_claim_front(attention_help *hp, int tile)
+{
+    unsigned long long v = atomic_load_explicit(&hp->claim, memory_order_relaxed);
+    for (;;) {
+        if ((unsigned)(v >> 32) <= (unsigned)tile) return 0;
+        if (atomic_compare_exchange_weak_explicit(&hp->claim, &v, v + 1, memory_order_relaxed, memory_order_relaxed))
+            return 1;
+    }
+}
+
 /* One block: scores (prefetching the next block's rows into L2 as they go), softmax, weighted. A
  * BF16 block is widened into conv a score tile's rows at a time, just before that tile reads them
  * from L1: widening the whole block first (150 KB at R1's widths) ran at L2's pace, its stores and
- * the score pass's reads both going through L2 (+2 to +4 points, bench_attention --shape R1). */
+ * the score pass's reads both going through L2 (+2 to +4 points, bench_attention --shape R1). A
+ * helped item's scores go to its board, and the tiles that helpers took are waited for (their rows,
+ * which the weighted pass reads, asked for meanwhile). */
 static void wide_block(const attention_item *it, const float *qt, float *at, int t, int nt, __m512 m[2], __m512 l[2])
 {
     const attention_kv *kv = it->kv;
     int R = kv->R, rope = kv->rope, bf16 = kv->dtype != DTYPE_F32, V = it->nh > 16 ? 2 : 1;
-    float s[ATTN_BLOCK * 32] __attribute__((aligned(64)));
+    float own[ATTN_BLOCK * 32] __attribute__((aligned(64)));
+    attention_help *hp = it->help;
+    float *s = hp ? hp->scores + (size_t)(t - it->t0) * 32 : own;
+    int tile0 = (t - it->t0) / ATTN_BLOCK * ATTN_HELP_TILES_PER_BLOCK;
+    unsigned helped = 0; /* bit u / WIDE_NT: a helper's tile */
     const float *lat, *kr;
     block_rows(kv, t, nt, it->conv, 0, &lat, &kr);
     attention_ahead ahead = attention_block_after(kv, t, it->n, ATTN_BLOCK);
     for (int u = 0; u < nt; u += WIDE_NT) {
         int n = nt - u < WIDE_NT ? nt - u : WIDE_NT, pa = u < ahead.rows ? u : ahead.rows;
         if (bf16) widen_block_rows(kv, t, nt, u, n, it->conv);
+        if (hp && !wide_claim_front(hp, tile0 + u / WIDE_NT)) {
+            helped |= 1u << (u / WIDE_NT);
+            if (!bf16) attention_prefetch(&(attention_ahead){.lat = (const char *)(lat + (size_t)u * R),
+                                                            .lat_row = (size_t)R * 4, .rows = n}, 0, n);
+            continue;
+        }
         int pb = u + n < ahead.rows ? u + n : ahead.rows;
         wide_pf pf = {NULL, NULL, NULL, NULL};
         if (pa < pb)
@@ -890,10 +916,37 @@ static void wide_block(const attention_item *it, const float *qt, float *at, int
                            ahead.kr + pb * ahead.kr_row};
         wide_scores[V - 1][n - 1](qt, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale, s + u * 32, &pf);
     }
+    for (int k = 0; helped >> k; k++)
+        for (int spins = 0; (helped >> k & 1) && !atomic_load_explicit(&hp->done[tile0 + k], memory_order_acquire); spins++)
+            if (spins >= 4096) sched_yield(); /* the helper may need this core */
+            else _mm_pause();
     __m512 alpha[2];
     wide_softmax(s, nt, V, m, l, alpha);
-    for (int c0 = 0; c0 < R; c0 += WIDE_NC)
-        wide_weighteds[V - 1][(R - c0 < WIDE_NC ? R - c0 : WIDE_NC) - 1](at, alpha, s, lat, R, nt, c0, t == it->t0);
+    if (!hp) {
+        for (int c0 = 0; c0 < R; c0 += WIDE_NC)
+            wide_weighteds[V - 1][(R - c0 < WIDE_NC ? R - c0 : WIDE_NC) - 1](at, alpha, s, lat, R, nt, c0, t == it->t0);
+        return;
+    }
+    /* the block's slices of columns opened to helpers, the owner's from the front */
+    int b = (t - it->t0) / ATTN_BLOCK, slices = (R + ATTN_HELP_SLICE - 1) / ATTN_HELP_SLICE;
+    _mm512_storeu_ps(hp->alpha[b], alpha[0]);
+    _mm512_storeu_ps(hp->alpha[b] + 16, alpha[1]);
+    for (int k = 0; k < slices; k++) atomic_store_explicit(&hp->slice_done[k], 0, memory_order_relaxed);
+    atomic_store_explicit(&hp->slices, (unsigned long long)b << 32 | (unsigned long long)slices << 16,
+                          memory_order_release);
+    int k = 0;
+    for (unsigned long long v = atomic_load_explicit(&hp->slices, memory_order_relaxed); k < slices;) {
+        if ((int)(v >> 16 & 0xFFFF) <= k) break;
+        if (!atomic_compare_exchange_weak_explicit(&hp->slices, &v, v + 1, memory_order_relaxed, memory_order_relaxed))
+            continue;
+        for (int c0 = k * ATTN_HELP_SLICE; c0 < R && c0 < (k + 1) * ATTN_HELP_SLICE; c0 += WIDE_NC)
+            wide_weighteds[V - 1][(R - c0 < WIDE_NC ? R - c0 : WIDE_NC) - 1](at, alpha, s, lat, R, nt, c0, t == it->t0);
+        k++;
+    }
+    for (; k < slices; k++)
+        for (int spins = 0; !atomic_load_explicit(&hp->slice_done[k], memory_order_acquire); spins++)
+            if (spins >= 4096) sched_yield();
+            else _mm_pause();
 }
 
 /* conv: the widened block, then the queries [R + rope][32], then the weighted latents [R][32]. */
@@ -904,9 +957,14 @@ static void wide_item(const attention_item *it)
     float *qt = it->conv + (size_t)ATTN_BLOCK * (R + rope), *at = qt + (size_t)32 * (R + rope);
     wide_queries(it->q_lat, nh, R, qt);
     wide_queries(it->q_rope, nh, rope, qt + (size_t)32 * R);
+    if (it->help) {
+        it->help->qt = qt, it->help->at = at;
+        atomic_store_explicit(&it->help->stage, 1, memory_order_release);
+    }
     __m512 m[2] = {_mm512_set1_ps(-INFINITY), _mm512_set1_ps(-INFINITY)}, l[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int t = it->t0; t < it->t1; t += ATTN_BLOCK)
         wide_block(it, qt, at, t, it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK, m, l);
+    if (it->help) atomic_store_explicit(&it->help->stage, 2, memory_order_relaxed);
     wide_latents_out(at, nh, R, it->acc);
     float mv[32], lv[32];
     _mm512_storeu_ps(mv, m[0]);
@@ -918,7 +976,69 @@ static void wide_item(const attention_item *it)
         it->l[h] = lv[h];
     }
 }
+
+/* The open block's slice of the weighted latents at the back, if any: returns whether it took one. A
+ * BF16 block's columns of the slice are widened into conv, in their places of rows R floats long. */
+static int help_slice(const attention_item *it, attention_help *hp, float *conv)
+{
+    const attention_kv *kv = it->kv;
+    int R = kv->R, V = it->nh > 16 ? 2 : 1;
+    unsigned long long v = atomic_load_explicit(&hp->slices, memory_order_acquire);
+    for (;;) {
+        if ((v >> 16 & 0xFFFF) <= (v & 0xFFFF)) return 0;
+        if (atomic_compare_exchange_weak_explicit(&hp->slices, &v, v - (1ull << 16), memory_order_acquire,
+                                                  memory_order_acquire))
+            break;
+    }
+    int b = (int)(v >> 32), k = (int)(v >> 16 & 0xFFFF) - 1, t = it->t0 + b * ATTN_BLOCK;
+    int nt = it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK, c1 = (k + 1) * ATTN_HELP_SLICE < R ? (k + 1) * ATTN_HELP_SLICE : R;
+    __m512 alpha[2] = {_mm512_loadu_ps(hp->alpha[b]), _mm512_loadu_ps(hp->alpha[b] + 16)};
+    const float *lat = (const float *)kv->latent + (size_t)t * R;
+    if (kv->dtype != DTYPE_F32) {
+        for (int r = 0; r < nt; r++)
+            attn_widen_bf16((const uint16_t *)kv->latent + (size_t)(t + r) * R + k * ATTN_HELP_SLICE, c1 - k * ATTN_HELP_SLICE,
+                            conv + (size_t)r * R + k * ATTN_HELP_SLICE);
+        lat = conv;
+    }
+    const float *s = hp->scores + (size_t)b * ATTN_BLOCK * 32;
+    for (int c0 = k * ATTN_HELP_SLICE; c0 < c1; c0 += WIDE_NC)
+        wide_weighteds[V - 1][(c1 - c0 < WIDE_NC ? c1 - c0 : WIDE_NC) - 1](hp->at, alpha, s, lat, R, nt, c0, b == 0);
+    atomic_store_explicit(&hp->slice_done[k], 1, memory_order_release);
+    return 1;
+}
+
+int attention_help_avx512(const attention_item *it, attention_help *hp, float *conv)
+{
+    const attention_kv *kv = it->kv;
+    int R = kv->R, rope = kv->rope, V = it->nh > 16 ? 2 : 1, done = 0;
+    wide_pf none = {NULL, NULL, NULL, NULL};
+    if (atomic_load_explicit(&hp->stage, memory_order_acquire) != 1) return 0;
+    for (;;) {
+        if (help_slice(it, hp, conv)) { /* the owner waits for these first */
+            done++;
+            continue;
+        }
+        unsigned long long v = atomic_load_explicit(&hp->claim, memory_order_relaxed);
+        unsigned front = (unsigned)v, back = (unsigned)(v >> 32);
+        if (back <= front) return done;
+        if (!atomic_compare_exchange_weak_explicit(&hp->claim, &v, v - (1ull << 32), memory_order_relaxed,
+                                                   memory_order_relaxed))
+            continue;
+        int tile = (int)back - 1, t = it->t0 + tile / ATTN_HELP_TILES_PER_BLOCK * ATTN_BLOCK;
+        int u = tile % ATTN_HELP_TILES_PER_BLOCK * WIDE_NT, nt = it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK;
+        int n = nt - u < WIDE_NT ? nt - u : WIDE_NT;
+        const float *lat, *kr;
+        block_rows(kv, t, nt, conv, 0, &lat, &kr);
+        if (kv->dtype != DTYPE_F32) widen_block_rows(kv, t, nt, u, n, conv);
+        wide_scores[V - 1][n - 1](hp->qt, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale,
+                                  hp->scores + (size_t)(t - it->t0 + u) * 32, &none);
+        atomic_store_explicit(&hp->done[tile], 1, memory_order_release);
+        done++;
+    }
+}
+
 _Static_assert(ATTN_GROUP_HEADS == 32, "wide_item's tiles hold a group in two vectors");
+_Static_assert(WIDE_NT == ATTN_HELP_TILE && ATTN_HELP_SLICE % WIDE_NC == 0, "a helped item's pieces are whole tiles");
 
 /* By the row's heads first: a row that attention_row may cut into groups of 16 or 32 runs every
  * group in wide_item (its last group may be short, and which heads share a group follows the thread

@@ -3,6 +3,7 @@
 #ifndef DSSPEC_ATTENTION_INTERNAL_H
 #define DSSPEC_ATTENTION_INTERNAL_H
 
+#include <stdatomic.h>
 #include "core/attention.h"
 
 /* Positions per block (and the stride of a block's scores): every head of a group reads a block while
@@ -34,6 +35,34 @@
  * [R][ATTN_GROUP_HEADS]: the AVX-512 and AVX2 loops for many heads). */
 #define ATTN_CONV_FLOATS(R, rope) ((size_t)(ATTN_BLOCK + 2 * ATTN_GROUP_HEADS) * ((size_t)(R) + (size_t)(rope)))
 
+/* Work of one running item that other threads may do (attention.c says when): its score tiles,
+ * and the column slices of its weighted latents for the block whose softmax is done. The owner
+ * takes each from the front, idle threads from the back; a score and a column of the weighted
+ * latents are the same chains of FMAs whoever computes them, so the result does not depend on who
+ * took what. Score tile i is positions [12 (i % ATTN_HELP_TILES_PER_BLOCK), ...) of the item's
+ * block i / ATTN_HELP_TILES_PER_BLOCK; slice k the columns [ATTN_HELP_SLICE k, ...). */
+#define ATTN_HELP_TILE 12
+#define ATTN_HELP_TILES_PER_BLOCK ((ATTN_BLOCK + ATTN_HELP_TILE - 1) / ATTN_HELP_TILE)
+#define ATTN_HELP_SLICE 48      /* columns of a slice: 4 of the weighted pass's tiles */
+#define ATTN_HELP_SLICES 16     /* slices per block at most: R <= 768 */
+#define ATTN_HELP_POSITIONS 512 /* the longest chunk whose items take help */
+#define ATTN_HELP_BLOCKS (ATTN_HELP_POSITIONS / ATTN_BLOCK)
+#define ATTN_HELP_ITEMS 64      /* items of a row at most, for help */
+#define ATTN_HELP_TILES (ATTN_HELP_BLOCKS * ATTN_HELP_TILES_PER_BLOCK)
+typedef struct {
+    _Alignas(64) _Atomic unsigned long long claim; /* back << 32 | front: score tiles [front, back) unclaimed */
+    atomic_int stage;            /* 0: the owner has not started; 1: its queries are laid out (qt); 2: done */
+    const float *qt;             /* the owner's queries in its loop's order */
+    float *at;                   /* the owner's weighted latents in its loop's order */
+    int tiles;                   /* the item's score tiles */
+    atomic_int helped;           /* score tiles and slices that helpers did (bench_attention --trace) */
+    float *scores;               /* [positions of the item][ATTN_GROUP_HEADS]: scores, then softmax weights */
+    atomic_uchar done[ATTN_HELP_TILES]; /* tile i's scores written by a helper */
+    _Alignas(64) _Atomic unsigned long long slices; /* block << 32 | back << 16 | front: that block's open slices */
+    atomic_uchar slice_done[ATTN_HELP_SLICES]; /* the open block's slice k written by a helper */
+    float alpha[ATTN_HELP_BLOCKS][ATTN_GROUP_HEADS]; /* each block's rescaling of the weighted latents */
+} attention_help;
+
 typedef struct {
     const attention_kv *kv;
     const float *q_lat, *q_rope;  /* this group's first head: [nh][R], [nh][rope] */
@@ -44,6 +73,7 @@ typedef struct {
     float *m, *l;                 /* [nh] running max of the scaled scores, sum of exp(score - m) */
     float *conv;                  /* ATTN_CONV_FLOATS(R, rope): a BF16 block widened, a path's work */
     int l1_prefetch_bytes;        /* L1 data cache prefetches may fill, 0: none (attention_l1_prefetch_bytes) */
+    attention_help *help;         /* NULL, or the board of this item's pieces that idle threads may take */
 } attention_item;
 
 /* The L1 data cache's size (CPUID: AMD leaf 0x80000005, else the deterministic cache leaf 4, 32 KiB
@@ -93,6 +123,7 @@ typedef struct {
     long long item_start[ATTN_TRACE_ITEMS], item_end[ATTN_TRACE_ITEMS];
     short item_cpu[ATTN_TRACE_ITEMS], item_cpu_end[ATTN_TRACE_ITEMS]; /* the CPU at its start and end */
     int items; /* work items of the call (chunks x groups) */
+    int tiles, helped; /* score tiles of the items that could be helped; tiles and slices helpers did */
 } attention_trace;
 
 /* attention_row as on a machine of machine_cpus online CPUs (1..ATTN_MAX_CHUNKS), which set how
@@ -105,6 +136,11 @@ void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, 
 /* attention_row, its times into trace. */
 void attention_row_traced(thread_pool *pool, const attention_kv *kv, int n, const float *q_lat, const float *q_rope,
                           float *out, void *scratch, attention_trace *trace);
+
+/* Pieces of the running item it (its help board hp) from the back until none is left: its open
+ * block's column slices first (its owner waits on them), then score tiles; BF16 rows are widened in
+ * conv. Returns the pieces it did. */
+int attention_help_avx512(const attention_item *it, attention_help *hp, float *conv);
 
 void attention_item_scalar(const attention_item *it);
 void attention_item_avx2(const attention_item *it);

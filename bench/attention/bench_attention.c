@@ -125,13 +125,13 @@ enum { MAX_CALLS = 4096 };
 
 /* --trace, per call (us): when the last item started, the items' median and longest time, the merge
  * (what of it ran after the last item ended), the whole call. */
-enum { TRACE_LAST_START, TRACE_ITEM_MEDIAN, TRACE_ITEM_MAX, TRACE_MERGE, TRACE_CALL, TRACE_FIELDS };
+enum { TRACE_LAST_START, TRACE_ITEM_MEDIAN, TRACE_ITEM_MAX, TRACE_MERGE, TRACE_CALL, TRACE_HELPED, TRACE_FIELDS };
 enum { TRACE_CPUS = 1024, TRACE_SHOWN_ITEMS = 64 };
 
 typedef struct {
     double t[MAX_CALLS], tc[MAX_CALLS], tm[MAX_CALLS], ratio[MAX_CALLS]; /* per call: kernel, roofs, roof/kernel */
     double trace[TRACE_FIELDS][MAX_CALLS];
-    int n, items;
+    int n, items, tiles;
     /* --trace: items' time over their call's median item, summed by CPU and by item number; items
      * that changed CPU, and that started on a CPU another item of the call was running on */
     double cpu_slow[TRACE_CPUS], item_slow[ATTN_TRACE_ITEMS];
@@ -173,6 +173,8 @@ static void keep_trace(const attention_trace *tr, samples *sm, int i)
     sm->trace[TRACE_ITEM_MAX][i] = sorted[n - 1];
     sm->trace[TRACE_MERGE][i] = (double)(tr->merged - tr->items_done) * 1e-3;
     sm->trace[TRACE_CALL][i] = (double)(tr->merged - tr->start) * 1e-3;
+    sm->trace[TRACE_HELPED][i] = tr->tiles ? (double)tr->helped : -1.0;
+    sm->tiles = tr->tiles;
 }
 
 static double attention_flops(const widths *w, int T) { return (double)w->heads * T * (2.0 * (w->R + w->rope) + 2.0 * w->R); }
@@ -226,8 +228,14 @@ static void report_trace(samples *sm)
 {
     double v[TRACE_FIELDS];
     for (int f = 0; f < TRACE_FIELDS; f++) v[f] = median(sm->trace[f], sm->n);
-    printf("  trace: %d items | last item started %.1f us | item median %.1f max %.1f us | merge %.1f us | call %.1f us\n",
+    printf("  trace: %d items | last item started %.1f us | item median %.1f max %.1f us | merge %.1f us | call %.1f us",
            sm->items, v[TRACE_LAST_START], v[TRACE_ITEM_MEDIAN], v[TRACE_ITEM_MAX], v[TRACE_MERGE], v[TRACE_CALL]);
+    if (sm->tiles) {
+        double sum = 0.0;
+        for (int i = 0; i < sm->n; i++) sum += sm->trace[TRACE_HELPED][i];
+        printf(" | helped: median %.0f, mean %.1f pieces (score tiles of %d, slices)", v[TRACE_HELPED], sum / sm->n, sm->tiles);
+    }
+    printf("\n");
     printf("  items: %d traced, %.1f%% changed CPU, %.1f%% started on a busy CPU | time / call's median by CPU:",
            sm->traced, 100.0 * sm->migrated / sm->traced, 100.0 * sm->shared / sm->traced);
     for (int c = 0; c < TRACE_CPUS; c++)

@@ -160,6 +160,47 @@ static void check_shaped(const widths *w, int n, dtype_t dt, double qamp, key_sh
 
 static void check_case(const widths *w, int n, dtype_t dt, double qamp) { check_shaped(w, n, dt, qamp, NULL); }
 
+/* A short row of many heads with about one item per thread, where threads whose items are done
+ * score tiles and weigh column slices of the running items (AVX-512): on more threads than this
+ * machine has CPUs the items' owners lose their cores now and then, so helpers do part of their
+ * work. Called until helpers did some (and failing if in 400 calls they never did), every result
+ * bit-identical to 1 thread's: who did which piece must not change a bit. */
+static void check_helped(const widths *w, int n, dtype_t dt)
+{
+    size_t es = dtype_size(dt), nq = (size_t)w->heads * (w->R + w->rope), no = (size_t)w->heads * w->R;
+    float *lat = malloc((size_t)n * w->R * sizeof(float)), *kr = malloc((size_t)n * w->rope * sizeof(float));
+    void *clat = malloc((size_t)n * w->R * es), *ckr = malloc((size_t)n * w->rope * es);
+    float *q = malloc(nq * sizeof(float)), *out1 = malloc(no * sizeof(float)), *outk = malloc(no * sizeof(float));
+    attention_trace *tr = malloc(sizeof *tr);
+    fill_floats(lat, (size_t)n * w->R, 1.0);
+    fill_floats(kr, (size_t)n * w->rope, 1.0);
+    fill_floats(q, nq, 2.0);
+    to_cache(lat, clat, (size_t)n * w->R, dt);
+    to_cache(kr, ckr, (size_t)n * w->rope, dt);
+    attention_kv kv = {w->heads, w->R, w->rope, dt, clat, ckr, 0.07f};
+    const float *ql = q, *qr = q + (size_t)w->heads * w->R;
+    run(&kv, n, ql, qr, 16, 1, out1);
+    int threads = 16, helped = 0, calls = 0, same = 1;
+    thread_pool *pool = thread_pool_create(threads);
+    size_t bytes = attention_scratch_bytes(kv.heads, kv.R, kv.rope, threads);
+    void *scratch = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    memset(scratch, 0, bytes);
+    for (; calls < 400 && (helped == 0 || calls < 20); calls++) {
+        attention_row_on_machine(pool, &kv, n, ql, qr, outk, scratch, 16, tr);
+        helped += tr->helped;
+        same &= !memcmp(out1, outk, no * sizeof(float));
+    }
+    CHECK(helped > 0, "%d heads n %d %s on %d threads: no piece of a running item was helped in %d calls", w->heads,
+          n, dt == DTYPE_BF16 ? "bf16" : "f32", threads, calls);
+    CHECK(same, "%d heads n %d %s: a call that helpers took part in differs from 1 thread's", w->heads, n,
+          dt == DTYPE_BF16 ? "bf16" : "f32");
+    printf("help: %d heads n %d %s, %d pieces helped in %d calls, all bit-identical to 1 thread\n", w->heads, n,
+           dt == DTYPE_BF16 ? "bf16" : "f32", helped, calls);
+    free(scratch);
+    thread_pool_free(pool);
+    free(lat); free(kr); free(clat); free(ckr); free(q); free(out1); free(outk); free(tr);
+}
+
 int main(void)
 {
     /* tiny and pairs: four heads or fewer with R and rope multiples of 32, which AVX-512 runs with
@@ -208,6 +249,11 @@ int main(void)
             for (size_t i = 0; i < sizeof r1_n / sizeof *r1_n; i++, cases++)
                 if (p != CPU_PATH_SCALAR || r1_n[i] <= 300) check_case(&r1, r1_n[i], d, 0.5);
             cases++;
+            if (p == CPU_PATH_AVX512) { /* help runs on AVX-512's loop for many heads only */
+                check_helped(&r1, 1024, d);
+                check_helped(&wide[0], 1024, d); /* groups of 16, 16 and 8; slices of 48, 48 and 4 columns */
+                cases += 2;
+            }
         }
     }
     printf("%d attention cases checked\n", cases);
