@@ -207,10 +207,7 @@ static int help_items(const row_job *j, int g0, int g1)
             if ((pass == 0) != (g >= g0 && g <= g1)) continue;
             attention_help *hp = &j->s.help[i];
             if (atomic_load_explicit(&hp->stage, memory_order_relaxed) != 1) continue;
-            unsigned long long v = atomic_load_explicit(&hp->claim, memory_order_relaxed);
-            unsigned long long w = atomic_load_explicit(&hp->slices, memory_order_relaxed);
-            unsigned left = (unsigned)(v >> 32) > (unsigned)v ? (unsigned)(v >> 32) - (unsigned)v : 0;
-            left += (w >> 16 & 0xFFFF) > (w & 0xFFFF) ? (unsigned)((w >> 16 & 0xFFFF) - (w & 0xFFFF)) : 0;
+            unsigned left = attention_help_left(hp);
             if (left > most) most = left, best = i;
         }
         if (best < 0) continue;
@@ -510,8 +507,6 @@ void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, 
         trace->items = j.n_items, trace->items_done = on_pool ? trace->start : trace_ns();
         for (int i = 0; on_pool && i < j.n_items && i < ATTN_TRACE_ITEMS; i++)
             if (trace->item_end[i] > trace->items_done) trace->items_done = trace->item_end[i];
-    }
-    if (trace) {
         trace->tiles = trace->helped = 0;
         for (int i = 0; j.help && i < j.n_items; i++)
             trace->tiles += j.s.help[i].tiles, trace->helped += atomic_load_explicit(&j.s.help[i].helped, memory_order_relaxed);

@@ -848,6 +848,23 @@ static const wide_score_fn wide_scores[2][12] = {WIDE_ROW(wide_score, 1), WIDE_R
 static const wide_weighted_fn wide_weighteds[2][12] = {WIDE_ROW(wide_weighted, 1), WIDE_ROW(wide_weighted, 2)};
 _Static_assert(WIDE_NT == 12 && WIDE_NC == 12, "the tables and accumulator arrays hold tiles of up to 12");
 
+/* The block's weighted latents for columns [c0, c1), in tiles of WIDE_NC: the same tiles, so the
+ * same bits, whether one thread takes all the columns or helpers take slices of them. */
+static void wide_weigh_columns(int V, float *at, const __m512 alpha[2], const float *s, const float *lat, int R, int nt,
+                               int c0, int c1, int first)
+{
+    for (; c0 < c1; c0 += WIDE_NC)
+        wide_weighteds[V - 1][(c1 - c0 < WIDE_NC ? c1 - c0 : WIDE_NC) - 1](at, alpha, s, lat, R, nt, c0, first);
+}
+
+/* Spins until a helper has set *flag (its piece is written). */
+static void wait_for_helper(atomic_uchar *flag)
+{
+    for (int spins = 0; !atomic_load_explicit(flag, memory_order_acquire); spins++)
+        if (spins >= 4096) sched_yield(); /* the helper may need this core */
+        else _mm_pause();
+}
+
 /* The block's softmax, vertical (lane h: head h): m to the block's maximum, alpha = exp(m_old - m),
  * s = exp(s - m), l = l alpha + sum_t s. */
 static void wide_softmax(float *s, int nt, int V, __m512 m[2], __m512 l[2], __m512 alpha[2])
@@ -917,14 +934,11 @@ static void wide_block(const attention_item *it, const float *qt, float *at, int
         wide_scores[V - 1][n - 1](qt, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale, s + u * 32, &pf);
     }
     for (int k = 0; helped >> k; k++)
-        for (int spins = 0; (helped >> k & 1) && !atomic_load_explicit(&hp->done[tile0 + k], memory_order_acquire); spins++)
-            if (spins >= 4096) sched_yield(); /* the helper may need this core */
-            else _mm_pause();
+        if (helped >> k & 1) wait_for_helper(&hp->done[tile0 + k]);
     __m512 alpha[2];
     wide_softmax(s, nt, V, m, l, alpha);
     if (!hp) {
-        for (int c0 = 0; c0 < R; c0 += WIDE_NC)
-            wide_weighteds[V - 1][(R - c0 < WIDE_NC ? R - c0 : WIDE_NC) - 1](at, alpha, s, lat, R, nt, c0, t == it->t0);
+        wide_weigh_columns(V, at, alpha, s, lat, R, nt, 0, R, t == it->t0);
         return;
     }
     /* the block's slices of columns opened to helpers, the owner's from the front */
@@ -939,14 +953,11 @@ static void wide_block(const attention_item *it, const float *qt, float *at, int
         if ((int)(v >> 16 & 0xFFFF) <= k) break;
         if (!atomic_compare_exchange_weak_explicit(&hp->slices, &v, v + 1, memory_order_relaxed, memory_order_relaxed))
             continue;
-        for (int c0 = k * ATTN_HELP_SLICE; c0 < R && c0 < (k + 1) * ATTN_HELP_SLICE; c0 += WIDE_NC)
-            wide_weighteds[V - 1][(R - c0 < WIDE_NC ? R - c0 : WIDE_NC) - 1](at, alpha, s, lat, R, nt, c0, t == it->t0);
+        int c1 = (k + 1) * ATTN_HELP_SLICE < R ? (k + 1) * ATTN_HELP_SLICE : R;
+        wide_weigh_columns(V, at, alpha, s, lat, R, nt, k * ATTN_HELP_SLICE, c1, t == it->t0);
         k++;
     }
-    for (; k < slices; k++)
-        for (int spins = 0; !atomic_load_explicit(&hp->slice_done[k], memory_order_acquire); spins++)
-            if (spins >= 4096) sched_yield();
-            else _mm_pause();
+    for (; k < slices; k++) wait_for_helper(&hp->slice_done[k]);
 }
 
 /* conv: the widened block, then the queries [R + rope][32], then the weighted latents [R][32]. */
@@ -1000,9 +1011,7 @@ static int help_slice(const attention_item *it, attention_help *hp, float *conv)
                             conv + (size_t)r * R + k * ATTN_HELP_SLICE);
         lat = conv;
     }
-    const float *s = hp->scores + (size_t)b * ATTN_BLOCK * 32;
-    for (int c0 = k * ATTN_HELP_SLICE; c0 < c1; c0 += WIDE_NC)
-        wide_weighteds[V - 1][(c1 - c0 < WIDE_NC ? c1 - c0 : WIDE_NC) - 1](hp->at, alpha, s, lat, R, nt, c0, b == 0);
+    wide_weigh_columns(V, hp->at, alpha, hp->scores + (size_t)b * ATTN_BLOCK * 32, lat, R, nt, k * ATTN_HELP_SLICE, c1, b == 0);
     atomic_store_explicit(&hp->slice_done[k], 1, memory_order_release);
     return 1;
 }

@@ -63,6 +63,16 @@ typedef struct {
     float alpha[ATTN_HELP_BLOCKS][ATTN_GROUP_HEADS]; /* each block's rescaling of the weighted latents */
 } attention_help;
 
+/* Pieces of a helped item that nobody has claimed: score tiles and its open block's slices. */
+static inline unsigned attention_help_left(attention_help *hp)
+{
+    unsigned long long v = atomic_load_explicit(&hp->claim, memory_order_relaxed);
+    unsigned long long w = atomic_load_explicit(&hp->slices, memory_order_relaxed);
+    unsigned tiles = (unsigned)(v >> 32) > (unsigned)v ? (unsigned)(v >> 32) - (unsigned)v : 0;
+    unsigned back = (unsigned)(w >> 16 & 0xFFFF), front = (unsigned)(w & 0xFFFF);
+    return tiles + (back > front ? back - front : 0);
+}
+
 typedef struct {
     const attention_kv *kv;
     const float *q_lat, *q_rope;  /* this group's first head: [nh][R], [nh][rope] */

@@ -163,8 +163,9 @@ static void check_case(const widths *w, int n, dtype_t dt, double qamp) { check_
 /* A short row of many heads with about one item per thread, where threads whose items are done
  * score tiles and weigh column slices of the running items (AVX-512): on more threads than this
  * machine has CPUs the items' owners lose their cores now and then, so helpers do part of their
- * work. Called until helpers did some (and failing if in 400 calls they never did), every result
- * bit-identical to 1 thread's: who did which piece must not change a bit. */
+ * work. 1 thread's result within 2e-5 of float64, then calls until helpers did some (failing if in
+ * 400 calls they never did), every result bit-identical to 1 thread's: who did which piece must
+ * not change a bit. */
 static void check_helped(const widths *w, int n, dtype_t dt)
 {
     size_t es = dtype_size(dt), nq = (size_t)w->heads * (w->R + w->rope), no = (size_t)w->heads * w->R;
@@ -180,6 +181,15 @@ static void check_helped(const widths *w, int n, dtype_t dt)
     attention_kv kv = {w->heads, w->R, w->rope, dt, clat, ckr, 0.07f};
     const float *ql = q, *qr = q + (size_t)w->heads * w->R;
     run(&kv, n, ql, qr, 16, 1, out1);
+    double *want = malloc(no * sizeof(double)), err = 0;
+    reference(w, n, ql, qr, lat, kr, (double)0.07f, want);
+    for (size_t i = 0; i < no; i++) {
+        double d = fabs(out1[i] - want[i]);
+        err = isnan(d) || isnan(err) ? NAN : fmax(err, d);
+    }
+    CHECK(err <= 2e-5, "%d heads n %d %s, 16 CPUs: max error %.3g against float64", w->heads, n,
+          dt == DTYPE_BF16 ? "bf16" : "f32", err);
+    free(want);
     int threads = 16, helped = 0, calls = 0, same = 1;
     thread_pool *pool = thread_pool_create(threads);
     size_t bytes = attention_scratch_bytes(kv.heads, kv.R, kv.rope, threads);
