@@ -234,6 +234,9 @@ static void reset_help(const row_job *j)
         atomic_store_explicit(&hp->claim, (unsigned long long)tiles << 32, memory_order_relaxed);
         hp->tiles = (int)tiles;
         atomic_store_explicit(&hp->helped, 0, memory_order_relaxed);
+        hp->timed = j->trace != NULL;
+        atomic_store_explicit(&hp->first_help_ns, 0, memory_order_relaxed);
+        atomic_store_explicit(&hp->owner_wait_ns, 0, memory_order_relaxed);
         atomic_store_explicit(&hp->slices, 0, memory_order_relaxed);
         atomic_store_explicit(&hp->stage, 0, memory_order_relaxed);
         hp->qt = NULL;
@@ -510,6 +513,10 @@ void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, 
         trace->tiles = trace->helped = 0;
         for (int i = 0; j.help && i < j.n_items; i++)
             trace->tiles += j.s.help[i].tiles, trace->helped += atomic_load_explicit(&j.s.help[i].helped, memory_order_relaxed);
+        for (int i = 0; i < j.n_items && i < ATTN_TRACE_ITEMS; i++) {
+            trace->item_first_help[i] = j.help ? atomic_load_explicit(&j.s.help[i].first_help_ns, memory_order_relaxed) : 0;
+            trace->item_owner_wait[i] = j.help ? atomic_load_explicit(&j.s.help[i].owner_wait_ns, memory_order_relaxed) : 0;
+        }
     }
     if (!on_pool)
         merge_heads(&j, 0, kv->heads);

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include "core/attention_internal.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -857,12 +858,29 @@ static void wide_weigh_columns(int V, float *at, const __m512 alpha[2], const fl
         wide_weighteds[V - 1][(c1 - c0 < WIDE_NC ? c1 - c0 : WIDE_NC) - 1](at, alpha, s, lat, R, nt, c0, first);
 }
 
-/* Spins until a helper has set *flag (its piece is written). */
-static void wait_for_helper(atomic_uchar *flag)
+static long long help_clock_ns(void)
 {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Spins until a helper has set *flag (its piece is written); the wait counted in hp when timed. */
+static void wait_for_helper(attention_help *hp, atomic_uchar *flag)
+{
+    long long t0 = hp->timed ? help_clock_ns() : 0;
     for (int spins = 0; !atomic_load_explicit(flag, memory_order_acquire); spins++)
         if (spins >= 4096) sched_yield(); /* the helper may need this core */
         else _mm_pause();
+    if (hp->timed) atomic_fetch_add_explicit(&hp->owner_wait_ns, help_clock_ns() - t0, memory_order_relaxed);
+}
+
+/* A helper's piece of hp is written: the first one's time, when timed. */
+static void helped_piece(attention_help *hp)
+{
+    long long none = 0;
+    if (hp->timed && !atomic_load_explicit(&hp->first_help_ns, memory_order_relaxed))
+        atomic_compare_exchange_strong(&hp->first_help_ns, &none, help_clock_ns());
 }
 
 /* The block's softmax, vertical (lane h: head h): m to the block's maximum, alpha = exp(m_old - m),
@@ -934,7 +952,7 @@ static void wide_block(const attention_item *it, const float *qt, float *at, int
         wide_scores[V - 1][n - 1](qt, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale, s + u * 32, &pf);
     }
     for (int k = 0; helped >> k; k++)
-        if (helped >> k & 1) wait_for_helper(&hp->done[tile0 + k]);
+        if (helped >> k & 1) wait_for_helper(hp, &hp->done[tile0 + k]);
     __m512 alpha[2];
     wide_softmax(s, nt, V, m, l, alpha);
     if (!hp) {
@@ -957,7 +975,7 @@ static void wide_block(const attention_item *it, const float *qt, float *at, int
         wide_weigh_columns(V, at, alpha, s, lat, R, nt, k * ATTN_HELP_SLICE, c1, t == it->t0);
         k++;
     }
-    for (; k < slices; k++) wait_for_helper(&hp->slice_done[k]);
+    for (; k < slices; k++) wait_for_helper(hp, &hp->slice_done[k]);
 }
 
 /* conv: the widened block, then the queries [R + rope][32], then the weighted latents [R][32]. */
@@ -1013,6 +1031,7 @@ static int help_slice(const attention_item *it, attention_help *hp, float *conv)
     }
     wide_weigh_columns(V, hp->at, alpha, hp->scores + (size_t)b * ATTN_BLOCK * 32, lat, R, nt, k * ATTN_HELP_SLICE, c1, b == 0);
     atomic_store_explicit(&hp->slice_done[k], 1, memory_order_release);
+    helped_piece(hp);
     return 1;
 }
 
@@ -1042,6 +1061,7 @@ int attention_help_avx512(const attention_item *it, attention_help *hp, float *c
         wide_scores[V - 1][n - 1](hp->qt, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale,
                                   hp->scores + (size_t)(t - it->t0 + u) * 32, &none);
         atomic_store_explicit(&hp->done[tile], 1, memory_order_release);
+        helped_piece(hp);
         done++;
     }
 }

@@ -56,6 +56,8 @@ typedef struct {
     float *at;                   /* the owner's weighted latents in its loop's order */
     int tiles;                   /* the item's score tiles */
     atomic_int helped;           /* score tiles and slices that helpers did (bench_attention --trace) */
+    int timed;                   /* bench_attention --trace: the two times below are taken */
+    _Atomic long long first_help_ns, owner_wait_ns; /* CLOCK_MONOTONIC of a helper's first piece; the owner's waits for helpers */
     float *scores;               /* [positions of the item][ATTN_GROUP_HEADS]: scores, then softmax weights */
     atomic_uchar done[ATTN_HELP_TILES]; /* tile i's scores written by a helper */
     _Alignas(64) _Atomic unsigned long long slices; /* block << 32 | back << 16 | front: that block's open slices */
@@ -134,6 +136,9 @@ typedef struct {
     short item_cpu[ATTN_TRACE_ITEMS], item_cpu_end[ATTN_TRACE_ITEMS]; /* the CPU at its start and end */
     int items; /* work items of the call (chunks x groups) */
     int tiles, helped; /* score tiles of the items that could be helped; tiles and slices helpers did */
+    /* of a helped item: when a helper finished its first piece (0: none did), how long its owner
+     * waited for helpers' pieces */
+    long long item_first_help[ATTN_TRACE_ITEMS], item_owner_wait[ATTN_TRACE_ITEMS];
 } attention_trace;
 
 /* attention_row as on a machine of machine_cpus online CPUs (1..ATTN_MAX_CHUNKS), which set how

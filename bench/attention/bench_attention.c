@@ -125,7 +125,8 @@ enum { MAX_CALLS = 4096 };
 
 /* --trace, per call (us): when the last item started, the items' median and longest time, the merge
  * (what of it ran after the last item ended), the whole call. */
-enum { TRACE_LAST_START, TRACE_ITEM_MEDIAN, TRACE_ITEM_MAX, TRACE_MERGE, TRACE_CALL, TRACE_HELPED, TRACE_FIELDS };
+enum { TRACE_LAST_START, TRACE_ITEM_MEDIAN, TRACE_ITEM_MAX, TRACE_MERGE, TRACE_CALL, TRACE_HELPED,
+       TRACE_FIRST_DONE, TRACE_LAST_DONE, TRACE_LAST_HELPED, TRACE_LAST_WAITED, TRACE_FIELDS };
 enum { TRACE_CPUS = 1024, TRACE_SHOWN_ITEMS = 64 };
 
 typedef struct {
@@ -174,6 +175,19 @@ static void keep_trace(const attention_trace *tr, samples *sm, int i)
     sm->trace[TRACE_MERGE][i] = (double)(tr->merged - tr->items_done) * 1e-3;
     sm->trace[TRACE_CALL][i] = (double)(tr->merged - tr->start) * 1e-3;
     sm->trace[TRACE_HELPED][i] = tr->tiles ? (double)tr->helped : -1.0;
+    /* the item that ended last (the call waited for it): when it ended, when a helper first
+     * finished a piece of it (-1: none did), how long its owner waited for helpers; and when the
+     * first item ended (threads free to help from then on) */
+    int lk = 0;
+    long long first_done = tr->item_end[0];
+    for (int k = 1; k < n; k++) {
+        if (tr->item_end[k] > tr->item_end[lk]) lk = k;
+        if (tr->item_end[k] < first_done) first_done = tr->item_end[k];
+    }
+    sm->trace[TRACE_FIRST_DONE][i] = (double)(first_done - tr->start) * 1e-3;
+    sm->trace[TRACE_LAST_DONE][i] = (double)(tr->item_end[lk] - tr->start) * 1e-3;
+    sm->trace[TRACE_LAST_HELPED][i] = tr->item_first_help[lk] ? (double)(tr->item_first_help[lk] - tr->start) * 1e-3 : -1.0;
+    sm->trace[TRACE_LAST_WAITED][i] = (double)tr->item_owner_wait[lk] * 1e-3;
     sm->tiles = tr->tiles;
 }
 
@@ -234,6 +248,11 @@ static void report_trace(samples *sm)
         double sum = 0.0;
         for (int i = 0; i < sm->n; i++) sum += sm->trace[TRACE_HELPED][i];
         printf(" | helped: median %.0f, mean %.1f pieces (score tiles of %d, slices)", v[TRACE_HELPED], sum / sm->n, sm->tiles);
+        printf("\n  help: the first item done at %.1f us; the item ending last ended at %.1f us, ", v[TRACE_FIRST_DONE],
+               v[TRACE_LAST_DONE]);
+        if (v[TRACE_LAST_HELPED] < 0) printf("most often not helped");
+        else printf("first helped at %.1f us", v[TRACE_LAST_HELPED]);
+        printf(", its owner waited %.1f us for helpers' pieces", v[TRACE_LAST_WAITED]);
     }
     printf("\n");
     printf("  items: %d traced, %.1f%% changed CPU, %.1f%% started on a busy CPU | time / call's median by CPU:",
@@ -268,7 +287,9 @@ static void usage(FILE *f)
                "                  item), the whole call; then each item's time over its call's median\n"
                "                  item, averaged by the CPU it ran on (with its count of items) and by item\n"
                "                  number, and the items that changed CPU or started on a CPU another item\n"
-               "                  of the call was still running on\n");
+               "                  of the call was still running on; where idle threads help running items,\n"
+               "                  the pieces they did, when the first item ended, and when the item that\n"
+               "                  ended last ended, was first helped and how long it waited for helpers\n");
 }
 
 static int parse_T(const char *v, bench_options *o)
