@@ -194,33 +194,32 @@ static void run_item(void *arg, int i)
  * balance gives (waves 17-24 in docs/BENCHMARKS.md). So the cut stays, and a thread whose items
  * are done takes pieces of the running items from their ends while it waits to merge: score tiles
  * of blocks the owner has not reached, and column slices of the weighted latents of the block
- * whose softmax it has just taken; the owner keeps the softmax. The running item with the most
- * pieces left is helped first, in the waiting thread's groups of heads, then in any. Returns
- * whether it did any. */
-static int help_items(const row_job *j, int g0, int g1)
+ * whose softmax it has just taken; the owner keeps the softmax. Returns whether it did any. */
+static int help_items(const row_job *j)
 {
-    for (int pass = 0; pass < 2; pass++) {
-        int best = -1;
-        unsigned most = 0;
-        for (int i = 0; i < j->n_items; i++) {
-            int g = i % j->n_groups;
-            if ((pass == 0) != (g >= g0 && g <= g1)) continue;
-            attention_help *hp = &j->s.help[i];
-            if (atomic_load_explicit(&hp->stage, memory_order_relaxed) != 1) continue;
-            unsigned left = attention_help_left(hp);
-            if (left > most) most = left, best = i;
-        }
-        if (best < 0) continue;
-        int w = claim_buffer(j);
-        attention_item it = item_of(j, best, conv_buffer(j, w));
-        int pieces = attention_help_avx512(&it, it.help, it.conv);
-        atomic_store(&j->s.claimed[w], 0);
-        if (pieces) {
-            if (j->trace) atomic_fetch_add_explicit(&it.help->helped, pieces, memory_order_relaxed);
-            return 1;
-        }
+    /* The running item likely to end last is helped first: the most pieces left per score tile its
+     * owner has taken (an owner on a slow core, or one that started late, has taken fewer). The
+     * call waits for that item alone. Helping by pieces left, in the helper's own group first, the
+     * item that ended last got its first help 40-80 us after the first helpers were free (16-core
+     * Xeon, R1 1k on 16 threads: help at 220-261 us, the first items done at 178-205 us, the last
+     * at 265-302 us). */
+    int best = -1;
+    unsigned best_left = 0, best_front = 0;
+    for (int i = 0; i < j->n_items; i++) {
+        attention_help *hp = &j->s.help[i];
+        if (atomic_load_explicit(&hp->stage, memory_order_relaxed) != 1) continue;
+        unsigned left = attention_help_left(hp);
+        unsigned front = (unsigned)atomic_load_explicit(&hp->claim, memory_order_relaxed);
+        if (left && (best < 0 || (unsigned long long)left * best_front > (unsigned long long)best_left * front))
+            best = i, best_left = left, best_front = front;
     }
-    return 0;
+    if (best < 0) return 0;
+    int w = claim_buffer(j);
+    attention_item it = item_of(j, best, conv_buffer(j, w));
+    int pieces = attention_help_avx512(&it, it.help, it.conv);
+    atomic_store(&j->s.claimed[w], 0);
+    if (pieces && j->trace) atomic_fetch_add_explicit(&it.help->helped, pieces, memory_order_relaxed);
+    return pieces > 0;
 }
 
 /* The boards of a helped row's items: no tile claimed, the owners not started. */
@@ -328,10 +327,10 @@ static void merge_heads(const row_job *j, int h0, int h1)
  * all claimed before the merge item that waits (the pool hands out items in order and the merges
  * come last), so each is running on some thread and the wait ends; on a machine busier than the
  * pool, the thread running one may need this core, hence the yield. */
-static void wait_for_group(const row_job *j, int g, int g1)
+static void wait_for_group(const row_job *j, int g)
 {
     for (int spins = 0; atomic_load_explicit(&j->s.done[g], memory_order_acquire) < j->n_chunks; spins++) {
-        if (j->help && help_items(j, g, g1)) spins = 0;
+        if (j->help && help_items(j)) spins = 0;
         else if (spins >= 4096) sched_yield();
         else __builtin_ia32_pause();
     }
@@ -349,7 +348,7 @@ static void merge_run(const row_job *j, int k)
     int heads = j->kv->heads;
     int h0 = (int)((long)k * heads / j->merge_items), h1 = (int)((long)(k + 1) * heads / j->merge_items);
     int g1 = (h1 - 1) / j->group_heads;
-    for (int g = h0 / j->group_heads; g <= g1; g++) wait_for_group(j, g, g1);
+    for (int g = h0 / j->group_heads; g <= g1; g++) wait_for_group(j, g);
     merge_heads(j, h0, h1);
 }
 
