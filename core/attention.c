@@ -6,7 +6,6 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include "core/attention_internal.h"
 #include "core/kernels.h"
@@ -115,13 +114,6 @@ typedef struct {
     attention_trace *trace; /* NULL but for bench_attention --trace */
 } row_job;
 
-static long long trace_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* A free conversion buffer: at most n_threads items run at once, so one is always free. Which one
  * an item gets changes nothing: the buffer is written before it is read. */
 static int claim_buffer(const row_job *j)
@@ -174,14 +166,14 @@ static float *conv_buffer(const row_job *j, int w) { return j->s.conv + (size_t)
 static void run_item(void *arg, int i)
 {
     const row_job *j = arg;
-    long long started = j->trace ? trace_ns() : 0;
+    long long started = j->trace ? attention_clock_ns() : 0;
     int cpu = j->trace ? sched_getcpu() : -1;
     int w = claim_buffer(j);
     attention_item it = item_of(j, i, conv_buffer(j, w));
     j->item(&it);
     atomic_store(&j->s.claimed[w], 0);
     if (j->trace && i < ATTN_TRACE_ITEMS) {
-        j->trace->item_start[i] = started, j->trace->item_end[i] = trace_ns();
+        j->trace->item_start[i] = started, j->trace->item_end[i] = attention_clock_ns();
         j->trace->item_cpu[i] = (short)cpu, j->trace->item_cpu_end[i] = (short)sched_getcpu();
     }
     atomic_fetch_add_explicit(&j->s.done[i % j->n_groups], 1, memory_order_release);
@@ -218,7 +210,6 @@ static int help_items(const row_job *j)
     attention_item it = item_of(j, best, conv_buffer(j, w));
     int pieces = attention_help_avx512(&it, it.help, it.conv);
     atomic_store(&j->s.claimed[w], 0);
-    if (pieces && j->trace) atomic_fetch_add_explicit(&it.help->helped, pieces, memory_order_relaxed);
     return pieces > 0;
 }
 
@@ -480,7 +471,7 @@ void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, 
                               const float *q_rope, float *out, void *scratch, int machine_cpus,
                               attention_trace *trace)
 {
-    if (trace) trace->start = trace_ns();
+    if (trace) trace->start = attention_clock_ns();
     row_job j = {.kv = kv, .q_lat = q_lat, .q_rope = q_rope, .out = out, .n = n, .n_threads = thread_pool_size(pool),
                  .l1_prefetch_bytes = attention_l1_prefetch_bytes(), .item = item_path(), .merge_columns = merge_path(),
                  .trace = trace};
@@ -506,7 +497,7 @@ void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, 
     thread_pool_for(pool, j.n_items + j.merge_items, row_item, &j);
     if (trace) {
         /* with the merge on the pool, the items are done when the last one ended */
-        trace->items = j.n_items, trace->items_done = on_pool ? trace->start : trace_ns();
+        trace->items = j.n_items, trace->items_done = on_pool ? trace->start : attention_clock_ns();
         for (int i = 0; on_pool && i < j.n_items && i < ATTN_TRACE_ITEMS; i++)
             if (trace->item_end[i] > trace->items_done) trace->items_done = trace->item_end[i];
         trace->tiles = trace->helped = 0;
@@ -519,7 +510,7 @@ void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, 
     }
     if (!on_pool)
         merge_heads(&j, 0, kv->heads);
-    if (trace) trace->merged = trace_ns();
+    if (trace) trace->merged = attention_clock_ns();
 }
 
 void attention_row_traced(thread_pool *pool, const attention_kv *kv, int n, const float *q_lat, const float *q_rope,

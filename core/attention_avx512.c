@@ -10,7 +10,6 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
-#include <time.h>
 #include "core/attention_internal.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -858,29 +857,24 @@ static void wide_weigh_columns(int V, float *at, const __m512 alpha[2], const fl
         wide_weighteds[V - 1][(c1 - c0 < WIDE_NC ? c1 - c0 : WIDE_NC) - 1](at, alpha, s, lat, R, nt, c0, first);
 }
 
-static long long help_clock_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* Spins until a helper has set *flag (its piece is written); the wait counted in hp when timed. */
 static void wait_for_helper(attention_help *hp, atomic_uchar *flag)
 {
-    long long t0 = hp->timed ? help_clock_ns() : 0;
+    long long t0 = hp->timed ? attention_clock_ns() : 0;
     for (int spins = 0; !atomic_load_explicit(flag, memory_order_acquire); spins++)
         if (spins >= 4096) sched_yield(); /* the helper may need this core */
         else _mm_pause();
-    if (hp->timed) atomic_fetch_add_explicit(&hp->owner_wait_ns, help_clock_ns() - t0, memory_order_relaxed);
+    if (hp->timed) atomic_fetch_add_explicit(&hp->owner_wait_ns, attention_clock_ns() - t0, memory_order_relaxed);
 }
 
-/* A helper's piece of hp is written: the first one's time, when timed. */
+/* A helper's piece of hp is written: counted, and the first one's time kept, when timed. */
 static void helped_piece(attention_help *hp)
 {
     long long none = 0;
-    if (hp->timed && !atomic_load_explicit(&hp->first_help_ns, memory_order_relaxed))
-        atomic_compare_exchange_strong(&hp->first_help_ns, &none, help_clock_ns());
+    if (!hp->timed) return;
+    atomic_fetch_add_explicit(&hp->helped, 1, memory_order_relaxed);
+    if (!atomic_load_explicit(&hp->first_help_ns, memory_order_relaxed))
+        atomic_compare_exchange_strong(&hp->first_help_ns, &none, attention_clock_ns());
 }
 
 /* The block's softmax, vertical (lane h: head h): m to the block's maximum, alpha = exp(m_old - m),

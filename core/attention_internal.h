@@ -4,7 +4,16 @@
 #define DSSPEC_ATTENTION_INTERNAL_H
 
 #include <stdatomic.h>
+#include <time.h>
 #include "core/attention.h"
+
+/* CLOCK_MONOTONIC nanoseconds: the times of bench_attention --trace. */
+static inline long long attention_clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
 
 /* Positions per block (and the stride of a block's scores): every head of a group reads a block while
  * it is in L1/L2. A multiple of 4 (the score tiles take 4 positions; AVX2's for few heads 3, then
@@ -55,8 +64,8 @@ typedef struct {
     const float *qt;             /* the owner's queries in its loop's order */
     float *at;                   /* the owner's weighted latents in its loop's order */
     int tiles;                   /* the item's score tiles */
-    atomic_int helped;           /* score tiles and slices that helpers did (bench_attention --trace) */
-    int timed;                   /* bench_attention --trace: the two times below are taken */
+    int timed;                   /* bench_attention --trace: the count and the times below are taken */
+    atomic_int helped;           /* score tiles and slices that helpers did */
     _Atomic long long first_help_ns, owner_wait_ns; /* CLOCK_MONOTONIC of a helper's first piece; the owner's waits for helpers */
     float *scores;               /* [positions of the item][ATTN_GROUP_HEADS]: scores, then softmax weights */
     atomic_uchar done[ATTN_HELP_TILES]; /* tile i's scores written by a helper */
