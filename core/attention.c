@@ -18,7 +18,7 @@ typedef struct {
     float *m, *l;         /* [ATTN_MAX_CHUNKS][heads] */
     float *conv;          /* [n_threads][ATTN_CONV_FLOATS(R, rope)] */
     attention_help *help; /* [help_items_most] (rows of more than 16 heads on 2+ threads, else NULL) */
-    float *help_scores;   /* [help_items_most][ATTN_HELP_POSITIONS][ATTN_GROUP_HEADS] */
+    float *help_scores;   /* [n_threads][ATTN_HELP_POSITIONS][ATTN_GROUP_HEADS]: a helped item's scores, by its conv buffer */
 } attention_scratch;
 
 static size_t round64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
@@ -48,7 +48,7 @@ static size_t carve(int heads, int R, int rope, int n_threads, char *base, atten
     if (heads > ATTN_GROUP_HEADS / 2 && n_threads > 1) {
         size_t items = (size_t)help_items_most(n_threads);
         s->help = piece(base, &off, items * sizeof(attention_help));
-        s->help_scores = piece(base, &off, items * ATTN_HELP_POSITIONS * ATTN_GROUP_HEADS * sizeof(float));
+        s->help_scores = piece(base, &off, (size_t)n_threads * ATTN_HELP_POSITIONS * ATTN_GROUP_HEADS * sizeof(float));
     }
     return off;
 }
@@ -114,13 +114,20 @@ typedef struct {
     attention_trace *trace; /* NULL but for bench_attention --trace */
 } row_job;
 
-/* A free conversion buffer: at most n_threads items run at once, so one is always free. Which one
- * an item gets changes nothing: the buffer is written before it is read. */
+/* A free conversion buffer, the one this thread had last when it is free: at most n_threads items
+ * run at once, so one is always free, and which one an item gets changes no number (it is written
+ * before it is read). But an item writes its buffer all over (the group's queries laid out, its
+ * weighted latents, a BF16 block widened: 137-284 KB at R1's widths, and a helped item's scores
+ * beside it), and in a buffer another core wrote last each of those lines is first fetched from that
+ * core. The pool hands a thread a different item each call; the buffer follows the thread. */
+static _Thread_local int last_buffer = -1;
 static int claim_buffer(const row_job *j)
 {
-    for (int w = 0;; w = (w + 1) % j->n_threads) {
+    static atomic_int threads_seen;
+    if (last_buffer < 0) last_buffer = atomic_fetch_add_explicit(&threads_seen, 1, memory_order_relaxed) & 0xFFFF;
+    for (int w = last_buffer % j->n_threads;; w = (w + 1) % j->n_threads) {
         int expected = 0;
-        if (atomic_compare_exchange_strong(&j->s.claimed[w], &expected, 1)) return w;
+        if (atomic_compare_exchange_strong(&j->s.claimed[w], &expected, 1)) return last_buffer = w;
     }
 }
 
@@ -170,6 +177,7 @@ static void run_item(void *arg, int i)
     int cpu = j->trace ? sched_getcpu() : -1;
     int w = claim_buffer(j);
     attention_item it = item_of(j, i, conv_buffer(j, w));
+    if (it.help) it.help->scores = j->s.help_scores + (size_t)w * ATTN_HELP_POSITIONS * ATTN_GROUP_HEADS;
     j->item(&it);
     atomic_store(&j->s.claimed[w], 0);
     if (j->trace && i < ATTN_TRACE_ITEMS) {
@@ -230,7 +238,7 @@ static void reset_help(const row_job *j)
         atomic_store_explicit(&hp->slices, 0, memory_order_relaxed);
         atomic_store_explicit(&hp->stage, 0, memory_order_relaxed);
         hp->qt = NULL;
-        hp->scores = j->s.help_scores + (size_t)i * ATTN_HELP_POSITIONS * ATTN_GROUP_HEADS;
+        hp->scores = NULL; /* the owner's: run_item */
         for (unsigned k = 0; k < tiles; k++) atomic_store_explicit(&hp->done[k], 0, memory_order_relaxed);
     }
 }
