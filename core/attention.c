@@ -19,6 +19,7 @@ typedef struct {
     float *conv;          /* [n_threads][ATTN_CONV_FLOATS(R, rope)] */
     attention_help *help; /* [help_items_most] (rows of more than 16 heads on 2+ threads, else NULL) */
     float *help_scores;   /* [n_threads][ATTN_HELP_POSITIONS][ATTN_GROUP_HEADS]: a helped item's scores, by its conv buffer */
+    float *help_rows;     /* [n_threads][ATTN_BLOCK][R + rope]: a helped item's second widened block, by its conv buffer */
 } attention_scratch;
 
 static size_t round64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
@@ -44,11 +45,12 @@ static size_t carve(int heads, int R, int rope, int n_threads, char *base, atten
     s->m = piece(base, &off, parts * sizeof(float));
     s->l = piece(base, &off, parts * sizeof(float));
     s->conv = piece(base, &off, (size_t)n_threads * ATTN_CONV_FLOATS(R, rope) * sizeof(float));
-    s->help = NULL, s->help_scores = NULL;
+    s->help = NULL, s->help_scores = NULL, s->help_rows = NULL;
     if (heads > ATTN_GROUP_HEADS / 2 && n_threads > 1) {
         size_t items = (size_t)help_items_most(n_threads);
         s->help = piece(base, &off, items * sizeof(attention_help));
         s->help_scores = piece(base, &off, (size_t)n_threads * ATTN_HELP_POSITIONS * ATTN_GROUP_HEADS * sizeof(float));
+        s->help_rows = piece(base, &off, (size_t)n_threads * ATTN_BLOCK * ((size_t)R + (size_t)rope) * sizeof(float));
     }
     return off;
 }
@@ -177,7 +179,10 @@ static void run_item(void *arg, int i)
     int cpu = j->trace ? sched_getcpu() : -1;
     int w = claim_buffer(j);
     attention_item it = item_of(j, i, conv_buffer(j, w));
-    if (it.help) it.help->scores = j->s.help_scores + (size_t)w * ATTN_HELP_POSITIONS * ATTN_GROUP_HEADS;
+    if (it.help) {
+        it.help->scores = j->s.help_scores + (size_t)w * ATTN_HELP_POSITIONS * ATTN_GROUP_HEADS;
+        it.help->rows = j->s.help_rows + (size_t)w * ATTN_BLOCK * ((size_t)j->kv->R + (size_t)j->kv->rope);
+    }
     j->item(&it);
     atomic_store(&j->s.claimed[w], 0);
     if (j->trace && i < ATTN_TRACE_ITEMS) {
@@ -238,7 +243,7 @@ static void reset_help(const row_job *j)
         atomic_store_explicit(&hp->slices, 0, memory_order_relaxed);
         atomic_store_explicit(&hp->stage, 0, memory_order_relaxed);
         hp->qt = NULL;
-        hp->scores = NULL; /* the owner's: run_item */
+        hp->scores = hp->rows = NULL; /* the owner's: run_item */
         for (unsigned k = 0; k < tiles; k++) atomic_store_explicit(&hp->done[k], 0, memory_order_relaxed);
     }
 }

@@ -913,27 +913,66 @@ static int wide_claim_front(attention_help *hp, int tile)
     }
 }
 
-/* One block: scores (prefetching the next block's rows into L2 as they go), softmax, weighted. A
- * BF16 block is widened into conv a score tile's rows at a time, just before that tile reads them
- * from L1: widening the whole block first (150 KB at R1's widths) ran at L2's pace, its stores and
- * the score pass's reads both going through L2 (+2 to +4 points, bench_attention --shape R1). A
- * helped item's scores go to its board, and the tiles that helpers took are waited for (their rows,
- * which the weighted pass reads, asked for meanwhile). */
-static void wide_block(const attention_item *it, const float *qt, float *at, int t, int nt, __m512 m[2], __m512 l[2])
+/* The owner's part of block p's open slices (lat: its rows): those still at the front, each put out
+ * as partial sums when p is the item's last block, then the wait for those helpers took. Putting the
+ * last block's columns out as they go, whoever takes them, spares the owner gathering the weighted
+ * latents helpers wrote: that took 12-32 us on the Xeon for the item the call waited for (8 us
+ * unhelped), R1 at 1k-2k on 16 threads. */
+static void wide_finish_slices(const attention_item *it, attention_help *hp, float *at, int p, const float *lat)
+{
+    int R = it->kv->R, V = it->nh > 16 ? 2 : 1, slices = (R + ATTN_HELP_SLICE - 1) / ATTN_HELP_SLICE;
+    int t = it->t0 + p * ATTN_BLOCK, nt = it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK;
+    const float *s = hp->scores + (size_t)p * ATTN_BLOCK * 32;
+    __m512 alpha[2] = {_mm512_loadu_ps(hp->alpha[p]), _mm512_loadu_ps(hp->alpha[p] + 16)};
+    int k = 0;
+    for (unsigned long long v = atomic_load_explicit(&hp->slices, memory_order_relaxed); k < slices;) {
+        if ((int)(v >> 16 & 0xFFFF) <= k) break;
+        if (!atomic_compare_exchange_weak_explicit(&hp->slices, &v, v + 1, memory_order_relaxed, memory_order_relaxed))
+            continue;
+        int c1 = (k + 1) * ATTN_HELP_SLICE < R ? (k + 1) * ATTN_HELP_SLICE : R;
+        wide_weigh_columns(V, at, alpha, s, lat, R, nt, k * ATTN_HELP_SLICE, c1, p == 0);
+        if (t + nt == it->t1) wide_columns_out(at, it->nh, R, k * ATTN_HELP_SLICE, c1, it->acc);
+        k++;
+    }
+    for (; k < slices; k++) wait_for_helper(hp, &hp->slice_done[k]);
+}
+
+/* Block b's slices of columns opened to helpers (its rescaling alpha), none claimed yet. */
+static void wide_open_slices(attention_help *hp, int b, int R, const __m512 alpha[2])
+{
+    int slices = (R + ATTN_HELP_SLICE - 1) / ATTN_HELP_SLICE;
+    _mm512_storeu_ps(hp->alpha[b], alpha[0]);
+    _mm512_storeu_ps(hp->alpha[b] + 16, alpha[1]);
+    for (int k = 0; k < slices; k++) atomic_store_explicit(&hp->slice_done[k], 0, memory_order_relaxed);
+    atomic_store_explicit(&hp->slices, (unsigned long long)b << 32 | (unsigned long long)slices << 16,
+                          memory_order_release);
+}
+
+/* One block: scores (prefetching the next block's rows into L2 as they go), softmax, weighted; returns
+ * where its F32 rows are. A BF16 block is widened into rows a score tile's rows at a time, just before
+ * that tile reads them from L1: widening the whole block first (150 KB at R1's widths) ran at L2's
+ * pace, its stores and the score pass's reads both going through L2 (+2 to +4 points,
+ * bench_attention --shape R1). A helped item's scores go to its board, and the tiles that helpers
+ * took are waited for (their rows, which the weighted pass reads, asked for meanwhile). Its
+ * weighted latents go in slices that helpers may take, a block late: the previous block's (prev:
+ * its rows) are finished after this block's scores, which do not need them, so that the owner
+ * scores while helpers finish slices, rather than waiting for them. */
+static const float *wide_block(const attention_item *it, const float *qt, float *at, int t, int nt, __m512 m[2],
+                               __m512 l[2], float *rows, const float *prev)
 {
     const attention_kv *kv = it->kv;
     int R = kv->R, rope = kv->rope, bf16 = kv->dtype != DTYPE_F32, V = it->nh > 16 ? 2 : 1;
     float own[ATTN_BLOCK * 32] __attribute__((aligned(64)));
     attention_help *hp = it->help;
     float *s = hp ? hp->scores + (size_t)(t - it->t0) * 32 : own;
-    int tile0 = (t - it->t0) / ATTN_BLOCK * ATTN_HELP_TILES_PER_BLOCK;
+    int b = (t - it->t0) / ATTN_BLOCK, tile0 = b * ATTN_HELP_TILES_PER_BLOCK;
     unsigned helped = 0; /* bit u / WIDE_NT: a helper's tile */
     const float *lat, *kr;
-    block_rows(kv, t, nt, it->conv, 0, &lat, &kr);
+    block_rows(kv, t, nt, rows, 0, &lat, &kr);
     attention_ahead ahead = attention_block_after(kv, t, it->n, ATTN_BLOCK);
     for (int u = 0; u < nt; u += WIDE_NT) {
         int n = nt - u < WIDE_NT ? nt - u : WIDE_NT, pa = u < ahead.rows ? u : ahead.rows;
-        if (bf16) widen_block_rows(kv, t, nt, u, n, it->conv);
+        if (bf16) widen_block_rows(kv, t, nt, u, n, rows);
         if (hp && !wide_claim_front(hp, tile0 + u / WIDE_NT)) {
             helped |= 1u << (u / WIDE_NT);
             if (!bf16) attention_prefetch(&(attention_ahead){.lat = (const char *)(lat + (size_t)u * R),
@@ -953,37 +992,23 @@ static void wide_block(const attention_item *it, const float *qt, float *at, int
     wide_softmax(s, nt, V, m, l, alpha);
     if (!hp) {
         wide_weigh_columns(V, at, alpha, s, lat, R, nt, 0, R, t == it->t0);
-        return;
+        return lat;
     }
-    /* the block's slices of columns opened to helpers, the owner's from the front */
-    int b = (t - it->t0) / ATTN_BLOCK, slices = (R + ATTN_HELP_SLICE - 1) / ATTN_HELP_SLICE;
-    _mm512_storeu_ps(hp->alpha[b], alpha[0]);
-    _mm512_storeu_ps(hp->alpha[b] + 16, alpha[1]);
-    for (int k = 0; k < slices; k++) atomic_store_explicit(&hp->slice_done[k], 0, memory_order_relaxed);
-    atomic_store_explicit(&hp->slices, (unsigned long long)b << 32 | (unsigned long long)slices << 16,
-                          memory_order_release);
-    int k = 0;
-    for (unsigned long long v = atomic_load_explicit(&hp->slices, memory_order_relaxed); k < slices;) {
-        if ((int)(v >> 16 & 0xFFFF) <= k) break;
-        if (!atomic_compare_exchange_weak_explicit(&hp->slices, &v, v + 1, memory_order_relaxed, memory_order_relaxed))
-            continue;
-        int c1 = (k + 1) * ATTN_HELP_SLICE < R ? (k + 1) * ATTN_HELP_SLICE : R;
-        wide_weigh_columns(V, at, alpha, s, lat, R, nt, k * ATTN_HELP_SLICE, c1, t == it->t0);
-        /* The last block's slices put their columns out as they go, whoever takes them: the owner
-         * gathering the weighted latents after helpers wrote most of them took 12-32 us on the Xeon
-         * for the item the call waited for (8 us unhelped), R1 at 1k-2k on 16 threads. */
-        if (t + nt == it->t1) wide_columns_out(at, it->nh, R, k * ATTN_HELP_SLICE, c1, it->acc);
-        k++;
-    }
-    for (; k < slices; k++) wait_for_helper(hp, &hp->slice_done[k]);
+    if (b > 0) wide_finish_slices(it, hp, at, b - 1, prev);
+    wide_open_slices(hp, b, R, alpha);
+    if (t + nt == it->t1) wide_finish_slices(it, hp, at, b, lat);
+    return lat;
 }
 
-/* conv: the widened block, then the queries [R + rope][32], then the weighted latents [R][32]. */
+/* conv: the widened block, then the queries [R + rope][32], then the weighted latents [R][32]. A
+ * helped item's blocks alternate between conv's and the board's rows (BF16): the previous block's
+ * rows are read by its slices while this block's are widened. */
 static void wide_item(const attention_item *it)
 {
     const attention_kv *kv = it->kv;
     int R = kv->R, rope = kv->rope, nh = it->nh;
     float *qt = it->conv + (size_t)ATTN_BLOCK * (R + rope), *at = qt + (size_t)32 * (R + rope);
+    float *rows[2] = {it->conv, it->help ? it->help->rows : it->conv};
     wide_queries(it->q_lat, nh, R, qt);
     wide_queries(it->q_rope, nh, rope, qt + (size_t)32 * R);
     if (it->help) {
@@ -991,8 +1016,9 @@ static void wide_item(const attention_item *it)
         atomic_store_explicit(&it->help->stage, 1, memory_order_release);
     }
     __m512 m[2] = {_mm512_set1_ps(-INFINITY), _mm512_set1_ps(-INFINITY)}, l[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int t = it->t0; t < it->t1; t += ATTN_BLOCK)
-        wide_block(it, qt, at, t, it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK, m, l);
+    const float *prev = NULL;
+    for (int t = it->t0, b = 0; t < it->t1; t += ATTN_BLOCK, b++)
+        prev = wide_block(it, qt, at, t, it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK, m, l, rows[b & 1], prev);
     if (it->help) atomic_store_explicit(&it->help->stage, 2, memory_order_relaxed);
     else wide_latents_out(at, nh, R, it->acc);
     float mv[32], lv[32];

@@ -68,6 +68,7 @@ typedef struct {
     atomic_int helped;           /* score tiles and slices that helpers did */
     _Atomic long long first_help_ns, owner_wait_ns; /* CLOCK_MONOTONIC of a helper's first piece; the owner's waits for helpers */
     float *scores;               /* [positions of the item][ATTN_GROUP_HEADS]: scores, then softmax weights */
+    float *rows;                 /* [ATTN_BLOCK][R + rope]: the owner's odd blocks widened (BF16) */
     atomic_uchar done[ATTN_HELP_TILES]; /* tile i's scores written by a helper */
     _Alignas(64) _Atomic unsigned long long slices; /* block << 32 | back << 16 | front: that block's open slices */
     atomic_uchar slice_done[ATTN_HELP_SLICES]; /* the open block's slice k written by a helper */
