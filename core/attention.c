@@ -14,7 +14,7 @@
 typedef struct {
     atomic_int *claimed;  /* [n_threads] a conversion buffer in use */
     atomic_int *done;     /* [groups] chunks of a group of heads whose partial sums are written */
-    float *acc;           /* [ATTN_MAX_CHUNKS][heads][R] */
+    float *acc;           /* [ATTN_MAX_CHUNKS][heads rounded up to 32][R]: [heads][R], or the lane layout */
     float *m, *l;         /* [ATTN_MAX_CHUNKS][heads] */
     float *conv;          /* [n_threads][ATTN_CONV_FLOATS(R, rope)] */
     attention_help *help; /* [help_items_most] (rows of more than 16 heads on 2+ threads, else NULL) */
@@ -38,10 +38,11 @@ static int help_items_most(int n_threads) { return 2 * n_threads < ATTN_HELP_ITE
 static size_t carve(int heads, int R, int rope, int n_threads, char *base, attention_scratch *s)
 {
     size_t off = 0, parts = (size_t)ATTN_MAX_CHUNKS * heads;
+    size_t lane_parts = (size_t)ATTN_MAX_CHUNKS * (((size_t)heads + ATTN_GROUP_HEADS - 1) / ATTN_GROUP_HEADS * ATTN_GROUP_HEADS);
     s->claimed = piece(base, &off, (size_t)n_threads * sizeof(atomic_int));
     size_t most_groups = (size_t)(heads + ATTN_GROUP_HEADS / 2 - 1) / (ATTN_GROUP_HEADS / 2);
     s->done = piece(base, &off, most_groups * sizeof(atomic_int));
-    s->acc = piece(base, &off, parts * R * sizeof(float));
+    s->acc = piece(base, &off, lane_parts * R * sizeof(float));
     s->m = piece(base, &off, parts * sizeof(float));
     s->l = piece(base, &off, parts * sizeof(float));
     s->conv = piece(base, &off, (size_t)n_threads * ATTN_CONV_FLOATS(R, rope) * sizeof(float));
@@ -110,6 +111,8 @@ typedef struct {
     int group_heads, n_groups, n, n_threads, l1_prefetch_bytes;
     int n_items, merge_items;  /* chunks x groups; merges on the pool after them (0: the caller's) */
     int help;                  /* idle threads take pieces of running items (the items' boards in s.help) */
+    int lanes;                 /* the partial sums in the lane layout: chunk c's group g at (c n_groups + g)
+                                * group_heads R floats, [R][16 V] (AVX-512's loop for many heads) */
     attention_scratch s;
     void (*item)(const attention_item *it);
     merge_columns_fn merge_columns; /* the path's merge_columns_* */
@@ -159,13 +162,14 @@ static int chunk_start(const row_job *j, int c)
 static attention_item item_of(const row_job *j, int i, float *conv)
 {
     const attention_kv *kv = j->kv;
-    int c = chunk_of_item(j, i / j->n_groups), h0 = (i % j->n_groups) * j->group_heads;
+    int c = chunk_of_item(j, i / j->n_groups), g = i % j->n_groups, h0 = g * j->group_heads;
     size_t part = (size_t)c * kv->heads + h0;
+    float *acc = j->lanes ? j->s.acc + ((size_t)c * j->n_groups + g) * j->group_heads * kv->R : j->s.acc + part * kv->R;
     return (attention_item){
         .kv = kv, .q_lat = j->q_lat + (size_t)h0 * kv->R, .q_rope = j->q_rope + (size_t)h0 * kv->rope,
         .t0 = chunk_start(j, c), .t1 = chunk_start(j, c + 1) < j->n ? chunk_start(j, c + 1) : j->n,
         .n = j->n, .nh = kv->heads - h0 < j->group_heads ? kv->heads - h0 : j->group_heads,
-        .acc = j->s.acc + part * kv->R, .m = j->s.m + part, .l = j->s.l + part, .conv = conv,
+        .acc = acc, .m = j->s.m + part, .l = j->s.l + part, .conv = conv,
         .l1_prefetch_bytes = j->l1_prefetch_bytes, .help = j->help ? &j->s.help[i] : NULL,
     };
 }
@@ -294,6 +298,20 @@ static void prefetch_head(const row_job *j, int h)
     }
 }
 
+/* Head h's chunk weights exp(m_c - M) into w[c ws]; returns 1 / sum_c w_c l_c. */
+static float merge_weights(const row_job *j, int h, float *w, int ws)
+{
+    int heads = j->kv->heads, nc = j->n_chunks;
+    float mx = -INFINITY, sum = 0.0f;
+    for (int c = 0; c < nc; c++) mx = fmaxf(mx, j->s.m[(size_t)c * heads + h]);
+    for (int c = 0; c < nc; c++) {
+        size_t part = (size_t)c * heads + h;
+        w[c * ws] = expf(j->s.m[part] - mx);
+        sum += w[c * ws] * j->s.l[part];
+    }
+    return 1.0f / sum;
+}
+
 /* out[h] = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c, chunks in order: the columns in the
  * widest vectors the machine has, the last R % width one at a time, each the same chain (R1's 1k
  * merged by one Zen 5 core: 30.6 us in 128-bit vectors, 15.4 us in AVX-512's; one Xeon core took
@@ -301,14 +319,7 @@ static void prefetch_head(const row_job *j, int h)
 static void merge_head(const row_job *j, int h)
 {
     int heads = j->kv->heads, R = j->kv->R, nc = j->n_chunks;
-    float mx = -INFINITY, sum = 0.0f, w[ATTN_MAX_CHUNKS], *o = j->out + (size_t)h * R;
-    for (int c = 0; c < nc; c++) mx = fmaxf(mx, j->s.m[(size_t)c * heads + h]);
-    for (int c = 0; c < nc; c++) {
-        size_t part = (size_t)c * heads + h;
-        w[c] = expf(j->s.m[part] - mx);
-        sum += w[c] * j->s.l[part];
-    }
-    float inv = 1.0f / sum;
+    float w[ATTN_MAX_CHUNKS], *o = j->out + (size_t)h * R, inv = merge_weights(j, h, w, 1);
     const float *acc = j->s.acc + (size_t)h * R;
     for (int k = j->merge_columns(acc, (size_t)heads * R, w, nc, inv, R, o); k < R; k++) {
         float v = 0.0f;
@@ -340,6 +351,40 @@ static void wait_for_group(const row_job *j, int g)
     }
 }
 
+/* The lane layout's heads in vectors of 16 (group g's vectors g VG .. g VG + VG - 1, VG =
+ * group_heads / 16), merged 16 columns at a time: units of a vector x 16 columns. */
+static int lane_vectors(const row_job *j) { return j->n_groups * (j->group_heads / 16); }
+static int lane_column_blocks(const row_job *j) { return (j->kv->R + 15) / 16; }
+
+/* Columns [k0, k1) of lane vector x. */
+static void merge_lane_columns(const row_job *j, int x, int k0, int k1)
+{
+    int heads = j->kv->heads, R = j->kv->R, GH = j->group_heads, g = x / (GH / 16), h0 = g * GH + 16 * (x % (GH / 16));
+    int nh = heads - h0 < 16 ? heads - h0 : 16, group = heads - g * GH < GH ? heads - g * GH : GH;
+    if (nh <= 0) return;
+    float w[ATTN_MAX_CHUNKS * 16] __attribute__((aligned(64))), inv[16] = {0.0f};
+    memset(w, 0, sizeof w);
+    for (int i = 0; i < nh; i++) inv[i] = merge_weights(j, h0 + i, w + i, 16);
+    const float *acc = j->s.acc + (size_t)g * GH * R + (h0 - g * GH);
+    attention_merge_lanes_avx512(acc, (size_t)j->n_groups * GH * R, j->n_chunks, group > 16 ? 32 : 16, w, inv, nh, R,
+                                 k0, k1, j->out + (size_t)h0 * R);
+}
+
+/* Units [u0, u1) of the lane layout, a vector's run of them at a time (wait: for its group's chunks,
+ * on the pool). Units, not heads, are what merge items divide: R1's 8 vectors could not go to 16
+ * threads. */
+static void merge_lane_units(const row_job *j, int u0, int u1, int wait)
+{
+    int cb = lane_column_blocks(j), R = j->kv->R;
+    while (u0 < u1) {
+        int x = u0 / cb, end = (x + 1) * cb < u1 ? (x + 1) * cb : u1;
+        if (wait) wait_for_group(j, x / (j->group_heads / 16));
+        int k1 = (end - x * cb) * 16;
+        merge_lane_columns(j, x, (u0 - x * cb) * 16, k1 < R ? k1 : R);
+        u0 = end;
+    }
+}
+
 /* Merge item k of merge_items: a run of consecutive heads, merged as soon as their groups' chunks
  * are done. It runs in the same parallel-for as the chunks, after them: a thread whose chunks are
  * done merges while the slowest chunk of another group still runs, and the merge costs no second
@@ -350,6 +395,11 @@ static void wait_for_group(const row_job *j, int g)
 static void merge_run(const row_job *j, int k)
 {
     int heads = j->kv->heads;
+    if (j->lanes) {
+        int units = lane_vectors(j) * lane_column_blocks(j);
+        merge_lane_units(j, (int)((long)k * units / j->merge_items), (int)((long)(k + 1) * units / j->merge_items), 1);
+        return;
+    }
     int h0 = (int)((long)k * heads / j->merge_items), h1 = (int)((long)(k + 1) * heads / j->merge_items);
     int g1 = (h1 - 1) / j->group_heads;
     for (int g = h0 / j->group_heads; g <= g1; g++) wait_for_group(j, g);
@@ -493,6 +543,7 @@ void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, 
     j.group_heads = group_heads(kv->heads, j.n_chunks, j.n_threads);
     j.n_groups = (kv->heads + j.group_heads - 1) / j.group_heads;
     j.n_items = j.n_chunks * j.n_groups;
+    j.lanes = j.item == attention_item_avx512 && kv->heads > ATTN_GROUP_HEADS / 2;
     /* a small merge (the embedded width's 4 heads in 2-4 chunks) costs less on the caller than on
      * the pool's threads: 7 us on the pool against 2.5 us by the caller (16-core Xeon, 16 threads,
      * 1k positions in 4 chunks, merged in a second parallel-for) */
@@ -521,7 +572,9 @@ void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, 
             trace->item_owner_wait[i] = j.help ? atomic_load_explicit(&j.s.help[i].owner_wait_ns, memory_order_relaxed) : 0;
         }
     }
-    if (!on_pool)
+    if (!on_pool && j.lanes)
+        merge_lane_units(&j, 0, lane_vectors(&j) * lane_column_blocks(&j), 0);
+    else if (!on_pool)
         merge_heads(&j, 0, kv->heads);
     if (trace) trace->merged = attention_clock_ns();
 }

@@ -708,9 +708,9 @@ INLINE void transpose16(__m512 r[16])
     }
 }
 
-/* dst[j * ds + i] = src[i * ss + j] for i < rows, j < cols (both <= 16); pad: also lanes i >= rows
- * of those cols rows, as zeros. */
-static void transpose_block(const float *src, size_t ss, int rows, int cols, float *dst, size_t ds, int pad)
+/* dst[j * ds + i] = src[i * ss + j] for i < rows, j < cols (both <= 16), and zeros in lanes i >= rows
+ * of those cols rows. */
+static void transpose_block(const float *src, size_t ss, int rows, int cols, float *dst, size_t ds)
 {
     __m512 r[16];
     if (rows == 16 && cols == 16) { /* R1's every block: unmasked, r in registers */
@@ -721,10 +721,10 @@ static void transpose_block(const float *src, size_t ss, int rows, int cols, flo
         for (int j = 0; j < 16; j++) _mm512_storeu_ps(dst + j * ds, r[j]);
         return;
     }
-    __mmask16 k = lanes(cols), out = pad ? (__mmask16)0xFFFF : lanes(rows);
+    __mmask16 k = lanes(cols);
     for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_maskz_loadu_ps(k, src + i * ss) : _mm512_setzero_ps();
     transpose16(r);
-    for (int j = 0; j < cols; j++) _mm512_mask_storeu_ps(dst + j * ds, out, r[j]);
+    for (int j = 0; j < cols; j++) _mm512_storeu_ps(dst + j * ds, r[j]);
 }
 
 /* qt[k][h] = q[h][k] (k < n, h < nh; zeros for h >= nh up to 32). */
@@ -733,19 +733,15 @@ static void wide_queries(const float *q, int nh, int n, float *qt)
     for (int h0 = 0; h0 < 32; h0 += 16)
         for (int k0 = 0; k0 < n; k0 += 16)
             transpose_block(q + (size_t)h0 * n + k0, (size_t)n, nh - h0 < 16 ? (nh - h0 > 0 ? nh - h0 : 0) : 16,
-                            n - k0 < 16 ? n - k0 : 16, qt + (size_t)k0 * 32 + h0, 32, 1);
+                            n - k0 < 16 ? n - k0 : 16, qt + (size_t)k0 * 32 + h0, 32);
 }
 
-/* acc[h][c] = at[c][h] for h < nh, c0 <= c < c1 (c0 a multiple of 16). */
-static void wide_columns_out(const float *at, int nh, int R, int c0, int c1, float *acc)
+/* Columns [c0, c1) of the weighted latents at ([R][16 V]) into the item's partial sums acc, laid out
+ * the same (the lane layout: attention_merge_lanes_avx512 reads them). */
+static void wide_columns_out(const float *at, int V, int c0, int c1, float *acc)
 {
-    for (int h0 = 0; h0 < nh; h0 += 16)
-        for (int c = c0; c < c1; c += 16)
-            transpose_block(at + (size_t)c * 32 + h0, 32, c1 - c < 16 ? c1 - c : 16, nh - h0 < 16 ? nh - h0 : 16,
-                            acc + (size_t)h0 * R + c, (size_t)R, 0);
+    memcpy(acc + (size_t)c0 * 16 * V, at + (size_t)c0 * 16 * V, (size_t)(c1 - c0) * 16 * V * sizeof(float));
 }
-
-static void wide_latents_out(const float *at, int nh, int R, float *acc) { wide_columns_out(at, nh, R, 0, R, acc); }
 
 /* Byte ranges of the next block's latents and rope keys to prefetch. */
 typedef struct {
@@ -792,17 +788,18 @@ INLINE void wide_score_tile(int NT, int V, const float *qt, const float *lat, co
     }
 }
 
-/* at[c0 + c][..] = at * alpha + sum_t s[t][..] lat[t][c0 + c] for NC columns; first: an item's
- * first block, at not yet written (no memset of it per item: ~2% of a 512-position item). */
+/* at[c0 + c][..] = at * alpha + sum_t s[t][..] lat[t][c0 + c] for NC columns (at's rows 16 V
+ * floats, the lane layout); first: an item's first block, at not yet written (no memset of it per
+ * item: ~2% of a 512-position item). */
 INLINE void wide_weighted_tile(int NC, int V, float *at, const __m512 alpha[2], const float *s, const float *lat, int R,
                                int nt, int c0, int first)
 {
     __m512 a[12][2];
-    float *p = at + (size_t)c0 * 32;
+    float *p = at + (size_t)c0 * 16 * V;
 #pragma GCC unroll 12
     for (int c = 0; c < NC; c++) {
-        a[c][0] = first ? _mm512_setzero_ps() : _mm512_mul_ps(_mm512_loadu_ps(p + c * 32), alpha[0]);
-        a[c][1] = first || V < 2 ? _mm512_setzero_ps() : _mm512_mul_ps(_mm512_loadu_ps(p + c * 32 + 16), alpha[1]);
+        a[c][0] = first ? _mm512_setzero_ps() : _mm512_mul_ps(_mm512_loadu_ps(p + c * 16 * V), alpha[0]);
+        a[c][1] = first || V < 2 ? _mm512_setzero_ps() : _mm512_mul_ps(_mm512_loadu_ps(p + c * 16 * V + 16), alpha[1]);
     }
     const float *x = lat + c0;
 #pragma GCC unroll 2
@@ -817,8 +814,8 @@ INLINE void wide_weighted_tile(int NC, int V, float *at, const __m512 alpha[2], 
     }
 #pragma GCC unroll 12
     for (int c = 0; c < NC; c++) {
-        _mm512_storeu_ps(p + c * 32, a[c][0]);
-        if (V > 1) _mm512_storeu_ps(p + c * 32 + 16, a[c][1]);
+        _mm512_storeu_ps(p + c * 16 * V, a[c][0]);
+        if (V > 1) _mm512_storeu_ps(p + c * 16 * V + 16, a[c][1]);
     }
 }
 
@@ -913,11 +910,11 @@ static int wide_claim_front(attention_help *hp, int tile)
     }
 }
 
-/* The owner's part of block p's open slices (lat: its rows): those still at the front, each put out
- * as partial sums when p is the item's last block, then the wait for those helpers took. Putting the
- * last block's columns out as they go, whoever takes them, spares the owner gathering the weighted
- * latents helpers wrote: that took 12-32 us on the Xeon for the item the call waited for (8 us
- * unhelped), R1 at 1k-2k on 16 threads. */
+/* The owner's part of block p's open slices (lat: its rows): those still at the front, each copied
+ * out to the partial sums when p is the item's last block, then the wait for those helpers took.
+ * Copying the last block's columns out as they go, whoever takes them, spares the owner gathering
+ * the weighted latents helpers wrote: that took 12-32 us on the Xeon for the item the call waited
+ * for (8 us unhelped), R1 at 1k-2k on 16 threads. */
 static void wide_finish_slices(const attention_item *it, attention_help *hp, float *at, int p, const float *lat)
 {
     int R = it->kv->R, V = it->nh > 16 ? 2 : 1, slices = (R + ATTN_HELP_SLICE - 1) / ATTN_HELP_SLICE;
@@ -931,7 +928,7 @@ static void wide_finish_slices(const attention_item *it, attention_help *hp, flo
             continue;
         int c1 = (k + 1) * ATTN_HELP_SLICE < R ? (k + 1) * ATTN_HELP_SLICE : R;
         wide_weigh_columns(V, at, alpha, s, lat, R, nt, k * ATTN_HELP_SLICE, c1, p == 0);
-        if (t + nt == it->t1) wide_columns_out(at, it->nh, R, k * ATTN_HELP_SLICE, c1, it->acc);
+        if (t + nt == it->t1) wide_columns_out(at, V, k * ATTN_HELP_SLICE, c1, it->acc);
         k++;
     }
     for (; k < slices; k++) wait_for_helper(hp, &hp->slice_done[k]);
@@ -1018,9 +1015,13 @@ static const float *wide_block(const attention_item *it, const float *qt, float 
     return lat;
 }
 
-/* conv: the widened block, then the queries [R + rope][32], then the weighted latents [R][32]. A
- * helped item's blocks alternate between conv's and the board's rows (BF16): the previous block's
- * rows are read by its slices while this block's are widened. */
+/* conv: the widened block, then the queries [R + rope][32], then the weighted latents [R][16 V],
+ * copied out as they are: the lane layout. Putting them out as [nh][R] took 64 16 x 16 transposes
+ * per item, 2.3% of R1's 256-position item (Zen 5); the merge, which reads every chunk's, transposes
+ * once per head and column instead, a quarter of that at 4 chunks. Accumulating them in the partial
+ * sums themselves, not in conv, lost 1.5-3.5% on 2 threads (lines of another core's, or cold, where
+ * conv's are this core's). A helped item's blocks alternate between conv's and the board's rows
+ * (BF16): the previous block's rows are read by its slices while this block's are widened. */
 static void wide_item(const attention_item *it)
 {
     const attention_kv *kv = it->kv;
@@ -1038,7 +1039,7 @@ static void wide_item(const attention_item *it)
     for (int t = it->t0, b = 0; t < it->t1; t += ATTN_BLOCK, b++)
         prev = wide_block(it, qt, at, t, it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK, m, l, rows[b & 1], prev);
     if (it->help) atomic_store_explicit(&it->help->stage, 2, memory_order_relaxed);
-    else wide_latents_out(at, nh, R, it->acc);
+    else wide_columns_out(at, nh > 16 ? 2 : 1, 0, R, it->acc);
     float mv[32], lv[32];
     _mm512_storeu_ps(mv, m[0]);
     _mm512_storeu_ps(mv + 16, m[1]);
@@ -1074,7 +1075,7 @@ static int help_slice(const attention_item *it, attention_help *hp, float *conv)
         lat = conv;
     }
     wide_weigh_columns(V, hp->at, alpha, hp->scores + (size_t)b * ATTN_BLOCK * 32, lat, R, nt, k * ATTN_HELP_SLICE, c1, b == 0);
-    if (t + nt == it->t1) wide_columns_out(hp->at, it->nh, R, k * ATTN_HELP_SLICE, c1, it->acc);
+    if (t + nt == it->t1) wide_columns_out(hp->at, V, k * ATTN_HELP_SLICE, c1, it->acc);
     atomic_store_explicit(&hp->slice_done[k], 1, memory_order_release);
     helped_piece(hp);
     return 1;
@@ -1108,6 +1109,28 @@ int attention_help_avx512(const attention_item *it, attention_help *hp, float *c
         atomic_store_explicit(&hp->done[tile], 1, memory_order_release);
         helped_piece(hp);
         done++;
+    }
+}
+
+void attention_merge_lanes_avx512(const float *acc, size_t chunk_stride, int nc, int S, const float *w, const float *inv,
+                                  int nh, int R, int k0, int k1, float *out)
+{
+    for (int k = k0; k < k1; k += 16) {
+        int cols = k1 - k < 16 ? k1 - k : 16;
+        __m512 r[16];
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) r[i] = _mm512_setzero_ps();
+        for (int c = 0; c < nc; c++) {
+            __m512 wc = _mm512_loadu_ps(w + 16 * c);
+            const float *a = acc + c * chunk_stride + (size_t)k * S;
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++)
+                if (i < cols) r[i] = _mm512_add_ps(r[i], _mm512_mul_ps(wc, _mm512_loadu_ps(a + (size_t)i * S)));
+        }
+        transpose16(r); /* then r[h] is head h's: times its inv, the same product as before it */
+#pragma GCC unroll 16
+        for (int h = 0; h < 16; h++)
+            if (h < nh) _mm512_mask_storeu_ps(out + (size_t)h * R + k, lanes(cols), _mm512_mul_ps(r[h], _mm512_set1_ps(inv[h])));
     }
 }
 

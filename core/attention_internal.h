@@ -91,7 +91,8 @@ typedef struct {
     int t0, t1;                   /* positions of this chunk */
     int n;                        /* positions of the row: prefetches stop there */
     int nh;                       /* heads in this group, 1..ATTN_GROUP_HEADS */
-    float *acc;                   /* [nh][R] unnormalized weighted latents */
+    float *acc;                   /* unnormalized weighted latents: [nh][R], or [R][16 V] in the lane layout
+                                   * (AVX-512's items of rows of more than 16 heads, V = 2 for 17 or more) */
     float *m, *l;                 /* [nh] running max of the scaled scores, sum of exp(score - m) */
     float *conv;                  /* ATTN_CONV_FLOATS(R, rope): a BF16 block widened, a path's work */
     int l1_prefetch_bytes;        /* L1 data cache prefetches may fill, 0: none (attention_l1_prefetch_bytes) */
@@ -166,6 +167,13 @@ void attention_row_traced(thread_pool *pool, const attention_kv *kv, int n, cons
  * block's column slices first (its owner waits on them), then score tiles; BF16 rows are widened in
  * conv. Returns the pieces it did. */
 int attention_help_avx512(const attention_item *it, attention_help *hp, float *conv);
+
+/* The lane layout's merge: out[h][k] = inv[h] sum_c w[c][h] acc[c][k][h] (the chunks in order, acc's
+ * chunks chunk_stride floats apart, its rows S), for heads h < nh (one vector: w [nc][16], inv
+ * [16], zeros past nh) and columns k0 <= k < k1 (k0 a multiple of 16); out's rows R floats. Each
+ * column's sum is merge_columns_*'s chain of multiplies and adds. */
+void attention_merge_lanes_avx512(const float *acc, size_t chunk_stride, int nc, int S, const float *w, const float *inv,
+                                  int nh, int R, int k0, int k1, float *out);
 
 void attention_item_scalar(const attention_item *it);
 void attention_item_avx2(const attention_item *it);
