@@ -26,8 +26,8 @@ static inline long long attention_clock_ns(void)
  * items for small n, and the group's queries and accumulators (ATTN_GROUP_HEADS x (R + rope)
  * floats each) stay in L2. */
 #define ATTN_GROUP_HEADS 32
-/* Chunks per row at most (the merge's partial sums are [ATTN_MAX_CHUNKS][heads][R]), the shortest
- * chunk, and the positions per chunk aimed at in between. Every chunk after the first of a thread
+/* Chunks per row at most (the merge's partial sums are [ATTN_MAX_CHUNKS][heads][R], or in the lane
+ * layout), the shortest chunk, and the positions per chunk aimed at in between. Every chunk after the first of a thread
  * starts on cold cache rows (its predecessor's prefetch of them went to another core) and has its
  * own partial sums to merge: at the embedded width 1024 positions a chunk ran 1.5% (1 thread) and
  * 5% (2 threads) faster than 512 (bench_attention, 4k and 16k positions). */
