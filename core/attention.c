@@ -158,13 +158,20 @@ static int chunk_start(const row_job *j, int c)
     return c <= j->n_long ? c * j->long_len : j->n_long * j->long_len + (c - j->n_long) * j->short_len;
 }
 
+/* The lane layout's partial sums: a chunk's groups one after another, group_heads x R floats each. */
+static size_t lane_chunk_floats(const row_job *j) { return (size_t)j->n_groups * j->group_heads * j->kv->R; }
+static float *lane_partials(const row_job *j, int c, int g)
+{
+    return j->s.acc + (size_t)c * lane_chunk_floats(j) + (size_t)g * j->group_heads * j->kv->R;
+}
+
 /* Item i of the row (a chunk x a group of heads), its rows converted in conv. */
 static attention_item item_of(const row_job *j, int i, float *conv)
 {
     const attention_kv *kv = j->kv;
     int c = chunk_of_item(j, i / j->n_groups), g = i % j->n_groups, h0 = g * j->group_heads;
     size_t part = (size_t)c * kv->heads + h0;
-    float *acc = j->lanes ? j->s.acc + ((size_t)c * j->n_groups + g) * j->group_heads * kv->R : j->s.acc + part * kv->R;
+    float *acc = j->lanes ? lane_partials(j, c, g) : j->s.acc + part * kv->R;
     return (attention_item){
         .kv = kv, .q_lat = j->q_lat + (size_t)h0 * kv->R, .q_rope = j->q_rope + (size_t)h0 * kv->rope,
         .t0 = chunk_start(j, c), .t1 = chunk_start(j, c + 1) < j->n ? chunk_start(j, c + 1) : j->n,
@@ -363,11 +370,11 @@ static void merge_lane_columns(const row_job *j, int x, int k0, int k1)
     int nh = heads - h0 < 16 ? heads - h0 : 16, group = heads - g * GH < GH ? heads - g * GH : GH;
     if (nh <= 0) return;
     float w[ATTN_MAX_CHUNKS * 16] __attribute__((aligned(64))), inv[16] = {0.0f};
-    memset(w, 0, sizeof w);
+    memset(w, 0, (size_t)j->n_chunks * 16 * sizeof(float));
     for (int i = 0; i < nh; i++) inv[i] = merge_weights(j, h0 + i, w + i, 16);
-    const float *acc = j->s.acc + (size_t)g * GH * R + (h0 - g * GH);
-    attention_merge_lanes_avx512(acc, (size_t)j->n_groups * GH * R, j->n_chunks, group > 16 ? 32 : 16, w, inv, nh, R,
-                                 k0, k1, j->out + (size_t)h0 * R);
+    /* rows of 16 V floats, V as the group's item had it */
+    attention_merge_lanes_avx512(lane_partials(j, 0, g) + (h0 - g * GH), lane_chunk_floats(j), j->n_chunks,
+                                 group > 16 ? 32 : 16, w, inv, nh, R, k0, k1, j->out + (size_t)h0 * R);
 }
 
 /* Units [u0, u1) of the lane layout, a vector's run of them at a time (wait: for its group's chunks,
@@ -572,10 +579,10 @@ void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, 
             trace->item_owner_wait[i] = j.help ? atomic_load_explicit(&j.s.help[i].owner_wait_ns, memory_order_relaxed) : 0;
         }
     }
-    if (!on_pool && j.lanes)
-        merge_lane_units(&j, 0, lane_vectors(&j) * lane_column_blocks(&j), 0);
-    else if (!on_pool)
-        merge_heads(&j, 0, kv->heads);
+    if (!on_pool) {
+        if (j.lanes) merge_lane_units(&j, 0, lane_vectors(&j) * lane_column_blocks(&j), 0);
+        else merge_heads(&j, 0, kv->heads);
+    }
     if (trace) trace->merged = attention_clock_ns();
 }
 
