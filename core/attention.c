@@ -117,6 +117,7 @@ typedef struct {
     void (*item)(const attention_item *it);
     merge_columns_fn merge_columns; /* the path's merge_columns_* */
     attention_trace *trace; /* NULL but for bench_attention --trace */
+    unsigned call;          /* this call's number in the process (rows_prefetched) */
 } row_job;
 
 /* A free conversion buffer, the one this thread had last when it is free: at most n_threads items
@@ -183,6 +184,9 @@ static attention_item item_of(const row_job *j, int i, float *conv)
 
 static float *conv_buffer(const row_job *j, int w) { return j->s.conv + (size_t)w * ATTN_CONV_FLOATS(j->kv->R, j->kv->rope); }
 
+/* The call and the position where this thread's last item ended. */
+static _Thread_local struct { unsigned call; int t1, group; } last_item;
+
 static void run_item(void *arg, int i)
 {
     const row_job *j = arg;
@@ -190,6 +194,8 @@ static void run_item(void *arg, int i)
     int cpu = j->trace ? sched_getcpu() : -1;
     int w = claim_buffer(j);
     attention_item it = item_of(j, i, conv_buffer(j, w));
+    it.rows_prefetched = last_item.call == j->call && last_item.t1 == it.t0 && last_item.group == i % j->n_groups;
+    last_item.call = j->call, last_item.t1 = it.t1, last_item.group = i % j->n_groups;
     if (it.help) {
         it.help->scores = j->s.help_scores + (size_t)w * ATTN_HELP_POSITIONS * ATTN_GROUP_HEADS;
         it.help->rows = j->s.help_rows + (size_t)w * ATTN_BLOCK * ((size_t)j->kv->R + (size_t)j->kv->rope);
@@ -542,9 +548,10 @@ void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, 
                               attention_trace *trace)
 {
     if (trace) trace->start = attention_clock_ns();
+    static atomic_uint calls;
     row_job j = {.kv = kv, .q_lat = q_lat, .q_rope = q_rope, .out = out, .n = n, .n_threads = thread_pool_size(pool),
                  .l1_prefetch_bytes = attention_l1_prefetch_bytes(), .item = item_path(), .merge_columns = merge_path(),
-                 .trace = trace};
+                 .trace = trace, .call = atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed) + 1};
     carve(kv->heads, kv->R, kv->rope, j.n_threads, scratch, &j.s);
     cut_row(&j, n, kv->heads, machine_cpus, spread_group_heads());
     j.group_heads = group_heads(kv->heads, j.n_chunks, j.n_threads);

@@ -591,29 +591,16 @@ INLINE void few_block(int NH, int PAIRS, int R, int rope, const attention_item *
     }
 }
 
-/* The block after one of blk positions that ended `done` positions into an item whose full blocks
- * are `full` long: twice blk, except that the ramp's last block runs to `full`, so that every block
- * after the ramp is whole and a chunk (a whole number of full blocks) ends on one. A chunk that ended
- * on the ramp's leftover (8 positions at 64, 8 + 16 + 32 + 64 + 8) had that short block prefetch the
- * next chunk's first rows, far too late for the next item on that thread: its first block then
- * waited on DRAM (Zen 5, embedded width, BF16, rdtsc per block: 1,700 cycles more per item of 128
- * positions than its positions take in whole blocks). AVX2's ramp of BF16 items keeps doubling
- * (there a block of 40 read 4-5% slower than 32 + 8, same VM). */
-static int ramp_next(int blk, int done, int full)
-{
-    if (done >= full) return full;
-    /* the doubled block and the one after it (2 blk + 4 blk) would not both fit: fill to full */
-    return done + 6 * blk > full ? full - done : 2 * blk;
-}
-
 /* An item with four heads or fewer: its own loop, for the prefetching and the weights above and,
  * with a BF16 cache, the queries in pair order (conv holds them: nh (R + rope) <= ATTN_BLOCK (R +
  * rope) floats). Blocks of 32 F32 rows or 64 BF16 rows: 20 KB at the embedded width, what L1 keeps
  * while the weighted pass reads the block a second time; shorter blocks cost more per position (the
- * accumulators' loads and stores). Except the first blocks: an item starts on rows nobody
- * prefetched, and waiting for a whole 20 KB block before any work cost ~1 us per item (Zen 4,
- * bench_attention, 64 positions cold against in cache), so blocks start at ATTN_RAMP_FIRST
- * positions and double up to the full block (ramp_next). */
+ * accumulators' loads and stores). Every block is whole, the first too: a ramp of short first blocks
+ * (8, 16, 40, then 64) cost a thread whose chunks run back to back, each prefetched by the one before,
+ * 7-9% per call on an Emerald Rapids core (BF16, 1k in chunks of 128 on 1 thread). An item whose
+ * first rows nobody prefetched asks for its first 32 rows at once instead, the ramp's reason (2
+ * threads, chunks of 512 each starting cold: 0.984-0.990x the ramp's speed, BF16 1k). The blocks
+ * follow the chunk alone, the prefetch the thread: the bits never depend on which thread ran what. */
 INLINE void few_item(int NH, int PAIRS, const attention_item *it)
 {
     const attention_kv *kv = it->kv;
@@ -630,15 +617,21 @@ INLINE void few_item(int NH, int PAIRS, const attention_item *it)
         qr = qpr;
     }
     memset(it->acc, 0, (size_t)NH * R * sizeof(float));
-    int full = PAIRS ? ATTN_BLOCK : ATTN_BLOCK / 2, blk = ATTN_RAMP_FIRST < full ? ATTN_RAMP_FIRST : full;
-    size_t block_bytes = (size_t)full * (R + rope) * (PAIRS ? 2 : 4);
+    int full = PAIRS ? ATTN_BLOCK : ATTN_BLOCK / 2;
+    size_t es = PAIRS ? 2 : 4, block_bytes = (size_t)full * (R + rope) * es;
+    if (!it->rows_prefetched) {
+        attention_ahead a0 = {.lat = (const char *)kv->latent + (size_t)it->t0 * R * es,
+                              .kr = (const char *)kv->krope + (size_t)it->t0 * rope * es,
+                              .lat_row = (size_t)R * es, .kr_row = (size_t)rope * es,
+                              .rows = it->t1 - it->t0};
+        attention_prefetch(&a0, 0, 32);
+    }
     few_state st = {.m = _mm512_set1_ps(-INFINITY), .l = _mm512_setzero_ps(),
                     .pf_l1 = 8 * 2 * block_bytes <= 7 * (size_t)it->l1_prefetch_bytes};
     for (int t = it->t0; t < it->t1;) {
-        int nt = it->t1 - t < blk ? it->t1 - t : blk, next = ramp_next(blk, t + nt - it->t0, full);
-        few_block(NH, PAIRS, R, rope, it, ql, qr, t, nt, next, &st, raw, w);
+        int nt = it->t1 - t < full ? it->t1 - t : full;
+        few_block(NH, PAIRS, R, rope, it, ql, qr, t, nt, full, &st, raw, w);
         t += nt;
-        blk = next;
     }
     float m[16], l[16];
     _mm512_storeu_ps(m, st.m);

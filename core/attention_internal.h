@@ -19,8 +19,8 @@ static inline long long attention_clock_ns(void)
  * it is in L1/L2. A multiple of 4 (the score tiles take 4 positions; AVX2's for few heads 3, then
  * the rest). */
 #define ATTN_BLOCK 64
-/* The first block of an item of few heads, the next ones twice as long up to the full block (a
- * multiple of 4: the score tiles). */
+/* The first block of an AVX2 item of few heads (BF16), the next ones twice as long up to the full
+ * block (a multiple of 4: the score tiles). AVX-512's items start on a whole block. */
 #define ATTN_RAMP_FIRST 8
 /* Heads per work item (at most: attention_row halves it for a short row on many threads): more
  * items for small n, and the group's queries and accumulators (ATTN_GROUP_HEADS x (R + rope)
@@ -97,6 +97,8 @@ typedef struct {
     float *conv;                  /* ATTN_CONV_FLOATS(R, rope): a BF16 block widened, a path's work */
     int l1_prefetch_bytes;        /* L1 data cache prefetches may fill, 0: none (attention_l1_prefetch_bytes) */
     attention_help *help;         /* NULL, or the board of this item's pieces that idle threads may take */
+    int rows_prefetched;          /* this thread's last item was the chunk before, in this call: it
+                                   * prefetched this one's first rows */
 } attention_item;
 
 /* The L1 data cache's size (CPUID: AMD leaf 0x80000005, else the deterministic cache leaf 4, 32 KiB
