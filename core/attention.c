@@ -194,8 +194,9 @@ static void run_item(void *arg, int i)
     int cpu = j->trace ? sched_getcpu() : -1;
     int w = claim_buffer(j);
     attention_item it = item_of(j, i, conv_buffer(j, w));
-    it.rows_prefetched = last_item.call == j->call && last_item.t1 == it.t0 && last_item.group == i % j->n_groups;
-    last_item.call = j->call, last_item.t1 = it.t1, last_item.group = i % j->n_groups;
+    int group = i % j->n_groups;
+    it.rows_prefetched = last_item.call == j->call && last_item.t1 == it.t0 && last_item.group == group;
+    last_item.call = j->call, last_item.t1 = it.t1, last_item.group = group;
     if (it.help) {
         it.help->scores = j->s.help_scores + (size_t)w * ATTN_HELP_POSITIONS * ATTN_GROUP_HEADS;
         it.help->rows = j->s.help_rows + (size_t)w * ATTN_BLOCK * ((size_t)j->kv->R + (size_t)j->kv->rope);

@@ -620,11 +620,8 @@ INLINE void few_item(int NH, int PAIRS, const attention_item *it)
     int full = PAIRS ? ATTN_BLOCK : ATTN_BLOCK / 2;
     size_t es = PAIRS ? 2 : 4, block_bytes = (size_t)full * (R + rope) * es;
     if (!it->rows_prefetched) {
-        attention_ahead a0 = {.lat = (const char *)kv->latent + (size_t)it->t0 * R * es,
-                              .kr = (const char *)kv->krope + (size_t)it->t0 * rope * es,
-                              .lat_row = (size_t)R * es, .kr_row = (size_t)rope * es,
-                              .rows = it->t1 - it->t0};
-        attention_prefetch(&a0, 0, 32);
+        attention_ahead first = attention_block_after(kv, it->t0, it->t1, 0); /* the item's own rows */
+        attention_prefetch(&first, 0, 32);
     }
     few_state st = {.m = _mm512_set1_ps(-INFINITY), .l = _mm512_setzero_ps(),
                     .pf_l1 = 8 * 2 * block_bytes <= 7 * (size_t)it->l1_prefetch_bytes};
