@@ -733,23 +733,46 @@ static void wide_columns_out(const float *at, int V, int c0, int c1, float *acc)
     memcpy(acc + (size_t)c0 * 16 * V, at + (size_t)c0 * 16 * V, (size_t)(c1 - c0) * 16 * V * sizeof(float));
 }
 
-/* Byte ranges of the next block's latents and rope keys to prefetch. */
+/* What a score tile does beside its FMAs: byte ranges of the next block's latents and rope keys to
+ * prefetch, and (BF16) the next tile's rows to widen: n_lat and n_kr values from lat_src and kr_src
+ * into lat_dst and kr_dst. */
 typedef struct {
     const char *lat, *lat_end, *kr, *kr_end;
+    const uint16_t *lat_src, *kr_src;
+    float *lat_dst, *kr_dst;
+    int n_lat, n_kr;
 } wide_pf;
+
+/* Up to 16 BF16 values widened; returns how many. */
+INLINE int widen16(const uint16_t *src, float *dst, int n)
+{
+    if (n >= 16) {
+        __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)src));
+        _mm512_storeu_ps(dst, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+        return 16;
+    }
+    __mmask16 k = lanes(n);
+    __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, src));
+    _mm512_mask_storeu_ps(dst, k, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+    return n;
+}
 
 /* a[t][v] += qt[k][16 v ..] * x[t][k] over k < len, v < V (x rows xs apart); the lines [pf, pf_end)
  * of the next block prefetched into L2, one per step: spread out, because a burst of a tile's lines
  * (~400) waits on the miss buffers, which cost ~20% where the rows come from DRAM. Lane h of a[t][0]
  * is the same chain of FMAs for V = 1 and 2: a head's score does not depend on its group. */
-INLINE void wide_dot(int NT, int V, const float *qt, const float *x, int xs, int len, const char *pf,
-                     const char *pf_end, __m512 a[12][2])
+INLINE void wide_dot(int NT, int V, int W, const float *qt, const float *x, int xs, int len, const char *pf,
+                     const char *pf_end, const uint16_t *ws, float *wd, int wn, __m512 a[12][2])
 {
 #pragma GCC unroll 2
     for (int k = 0; k < len; k++) {
         if (pf < pf_end) {
             __builtin_prefetch(pf, 0, 1);
             pf += 64;
+        }
+        if (W && wn > 0) {
+            int d = widen16(ws, wd, wn);
+            ws += d, wd += d, wn -= d;
         }
         __m512 q0 = _mm512_loadu_ps(qt + (size_t)k * 32), q1 = V > 1 ? _mm512_loadu_ps(qt + (size_t)k * 32 + 16) : q0;
 #pragma GCC unroll 12
@@ -762,14 +785,14 @@ INLINE void wide_dot(int NT, int V, const float *qt, const float *x, int xs, int
 }
 
 /* s[t][0..16 V) = scale * (qt . row t) for NT positions; pf: this tile's share of the next block. */
-INLINE void wide_score_tile(int NT, int V, const float *qt, const float *lat, const float *kr, int R, int rope,
+INLINE void wide_score_tile(int NT, int V, int W, const float *qt, const float *lat, const float *kr, int R, int rope,
                             float scale, float *s, const wide_pf *pf)
 {
     __m512 a[12][2];
 #pragma GCC unroll 12
     for (int t = 0; t < NT; t++) a[t][0] = a[t][1] = _mm512_setzero_ps();
-    wide_dot(NT, V, qt, lat, R, R, pf->lat, pf->lat_end, a);
-    wide_dot(NT, V, qt + (size_t)R * 32, kr, rope, rope, pf->kr, pf->kr_end, a);
+    wide_dot(NT, V, W, qt, lat, R, R, pf->lat, pf->lat_end, pf->lat_src, pf->lat_dst, pf->n_lat, a);
+    wide_dot(NT, V, W, qt + (size_t)R * 32, kr, rope, rope, pf->kr, pf->kr_end, pf->kr_src, pf->kr_dst, pf->n_kr, a);
     __m512 sc = _mm512_set1_ps(scale);
 #pragma GCC unroll 12
     for (int t = 0; t < NT; t++) {
@@ -817,7 +840,12 @@ typedef void (*wide_weighted_fn)(float *at, const __m512 alpha[2], const float *
     static void wide_score_##n##_##v(const float *qt, const float *lat, const float *kr, int R, int rope,          \
                                      float scale, float *s, const wide_pf *pf)                                    \
     {                                                                                                             \
-        wide_score_tile(n, v, qt, lat, kr, R, rope, scale, s, pf);                                                \
+        wide_score_tile(n, v, 0, qt, lat, kr, R, rope, scale, s, pf);                                             \
+    }                                                                                                             \
+    static void wide_score_bf16_##n##_##v(const float *qt, const float *lat, const float *kr, int R, int rope,     \
+                                          float scale, float *s, const wide_pf *pf)                               \
+    {                                                                                                             \
+        wide_score_tile(n, v, 1, qt, lat, kr, R, rope, scale, s, pf);                                             \
     }                                                                                                             \
     static void wide_weighted_##n##_##v(float *at, const __m512 alpha[2], const float *s, const float *lat, int R, \
                                         int nt, int c0, int first)                                                \
@@ -832,8 +860,9 @@ WIDE_VARIANTS(1) WIDE_VARIANTS(2)
 #define WIDE_ROW(name, v)                                                                                         \
     {name##_1_##v, name##_2_##v, name##_3_##v, name##_4_##v,  name##_5_##v,  name##_6_##v,                        \
      name##_7_##v, name##_8_##v, name##_9_##v, name##_10_##v, name##_11_##v, name##_12_##v}
-/* [vectors - 1][positions or columns - 1] */
-static const wide_score_fn wide_scores[2][12] = {WIDE_ROW(wide_score, 1), WIDE_ROW(wide_score, 2)};
+/* [BF16 (widening the next tile's rows)][vectors - 1][positions or columns - 1] */
+static const wide_score_fn wide_scores[2][2][12] = {{WIDE_ROW(wide_score, 1), WIDE_ROW(wide_score, 2)},
+                                                    {WIDE_ROW(wide_score_bf16, 1), WIDE_ROW(wide_score_bf16, 2)}};
 static const wide_weighted_fn wide_weighteds[2][12] = {WIDE_ROW(wide_weighted, 1), WIDE_ROW(wide_weighted, 2)};
 _Static_assert(WIDE_NT == 12 && WIDE_NC == 12, "the tables and accumulator arrays hold tiles of up to 12");
 
@@ -947,10 +976,13 @@ static int first_block_rows_per_tile(const attention_kv *kv)
 }
 
 /* One block: scores (prefetching the next block's rows into L2 as they go), softmax, weighted; returns
- * where its F32 rows are. A BF16 block is widened into rows a score tile's rows at a time, just before
- * that tile reads them from L1: widening the whole block first (150 KB at R1's widths) ran at L2's
- * pace, its stores and the score pass's reads both going through L2 (+2 to +4 points,
- * bench_attention --shape R1). A helped item's scores go to its board, and the tiles that helpers
+ * where its F32 rows are. A BF16 block is widened into rows a score tile's rows at a time: each tile
+ * widens the next one's, a vector per step beside its FMAs, where it would then read them from L1.
+ * Widening the whole block first (150 KB at R1's widths) ran at L2's pace (-2 to -4 points,
+ * bench_attention --shape R1); widening each tile's rows just before it, a burst of ~650 line fills
+ * (its BF16 rows, conv's lines) that the FMAs could not hide, cost 4% against this (Emerald Rapids,
+ * 1 thread, 1k-16k). The block's first tile is still widened at once: the block before it is in
+ * the same rows until its weighted pass. A helped item's scores go to its board, and the tiles that helpers
  * took are waited for (their rows, which the weighted pass reads, asked for meanwhile). Its
  * weighted latents go in slices that helpers may take, a block late: the previous block's (prev:
  * its rows) are finished after this block's scores, which do not need them, so that the owner
@@ -973,10 +1005,14 @@ static const float *wide_block(const attention_item *it, const float *qt, float 
      * thread's previous item prefetched the next one's first block (1 thread: 0.994x). */
     int first = hp && t == it->t0, per_tile = first ? first_block_rows_per_tile(kv) : WIDE_NT;
     attention_ahead ahead = attention_block_after(kv, t, it->n, first ? WIDE_NT : ATTN_BLOCK);
+    int widened = 0; /* BF16: rows [0, widened) of the block are in rows */
     for (int u = 0; u < nt; u += WIDE_NT) {
         int n = nt - u < WIDE_NT ? nt - u : WIDE_NT, k = u / WIDE_NT;
         int pa = k * per_tile < ahead.rows ? k * per_tile : ahead.rows;
-        if (bf16) widen_block_rows(kv, t, nt, u, n, rows);
+        if (bf16 && widened < u + n) {
+            widen_block_rows(kv, t, nt, widened, u + n - widened, rows);
+            widened = u + n;
+        }
         if (hp && !wide_claim_front(hp, tile0 + k)) {
             helped |= 1u << k;
             if (!bf16) attention_prefetch(&(attention_ahead){.lat = (const char *)(lat + (size_t)u * R),
@@ -985,11 +1021,19 @@ static const float *wide_block(const attention_item *it, const float *qt, float 
         }
         int pb = first ? (k + 1) * per_tile : u + n;
         pb = pb < ahead.rows ? pb : ahead.rows;
-        wide_pf pf = {NULL, NULL, NULL, NULL};
+        wide_pf pf = {0};
         if (pa < pb)
-            pf = (wide_pf){ahead.lat + pa * ahead.lat_row, ahead.lat + pb * ahead.lat_row, ahead.kr + pa * ahead.kr_row,
-                           ahead.kr + pb * ahead.kr_row};
-        wide_scores[V - 1][n - 1](qt, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale, s + u * 32, &pf);
+            pf.lat = ahead.lat + pa * ahead.lat_row, pf.lat_end = ahead.lat + pb * ahead.lat_row,
+            pf.kr = ahead.kr + pa * ahead.kr_row, pf.kr_end = ahead.kr + pb * ahead.kr_row;
+        if (bf16 && u + n < nt) {
+            int n2 = nt - u - n < WIDE_NT ? nt - u - n : WIDE_NT;
+            pf.lat_src = (const uint16_t *)kv->latent + (size_t)(t + u + n) * R, pf.lat_dst = rows + (size_t)(u + n) * R;
+            pf.kr_src = (const uint16_t *)kv->krope + (size_t)(t + u + n) * rope;
+            pf.kr_dst = rows + (size_t)nt * R + (size_t)(u + n) * rope;
+            pf.n_lat = n2 * R, pf.n_kr = n2 * rope;
+            widened = u + n + n2;
+        }
+        wide_scores[bf16][V - 1][n - 1](qt, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale, s + u * 32, &pf);
     }
     for (int k = 0; helped >> k; k++)
         if (helped >> k & 1) wait_for_helper(hp, &hp->done[tile0 + k]);
@@ -1075,7 +1119,7 @@ int attention_help_avx512(const attention_item *it, attention_help *hp, float *c
 {
     const attention_kv *kv = it->kv;
     int R = kv->R, rope = kv->rope, V = it->nh > 16 ? 2 : 1, done = 0;
-    wide_pf none = {NULL, NULL, NULL, NULL};
+    wide_pf none = {0};
     if (atomic_load_explicit(&hp->stage, memory_order_acquire) != 1) return 0;
     for (;;) {
         if (help_slice(it, hp, conv)) { /* the owner waits for these first */
@@ -1094,7 +1138,7 @@ int attention_help_avx512(const attention_item *it, attention_help *hp, float *c
         const float *lat, *kr;
         block_rows(kv, t, nt, conv, 0, &lat, &kr);
         if (kv->dtype != DTYPE_F32) widen_block_rows(kv, t, nt, u, n, conv);
-        wide_scores[V - 1][n - 1](hp->qt, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale,
+        wide_scores[0][V - 1][n - 1](hp->qt, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale,
                                   hp->scores + (size_t)(t - it->t0 + u) * 32, &none);
         atomic_store_explicit(&hp->done[tile], 1, memory_order_release);
         helped_piece(hp);
