@@ -784,13 +784,31 @@ INLINE void wide_pf_range(wide_pf *c, int i)
     c->l1 = i >= c->far;
 }
 
-/* a[t][..] += qt[k][..] * x[t][k] over k < len (x rows xs apart). */
-INLINE void wide_dot(int NT, const float *qt, const float *x, int xs, int len, wide_pf *pf, __m256 a[WIDE_NT][2])
+/* A BF16 cache's next step of rows, widened by the step before it as its FMAs run (a burst of
+ * widening before each step waited on its lines): n_lat and n_kr groups of 16 values from lat and kr
+ * into lat_dst and kr_dst, in load16's order. */
+typedef struct {
+    const uint16_t *lat, *kr;
+    float *lat_dst, *kr_dst;
+    long n_lat, n_kr;
+} step_widen;
+
+/* a[t][..] += qt[k][..] * x[t][k] over k < len (x rows xs apart); wn groups of 16 BF16 values from
+ * ws widened into wd, one per k. */
+INLINE void wide_dot(int NT, const float *qt, const float *x, int xs, int len, wide_pf *pf, const uint16_t *ws,
+                     float *wd, long wn, __m256 a[WIDE_NT][2])
 {
     const char *p = pf->cur, *e = pf->cur_end;
     int l1 = pf->l1;
 #pragma GCC unroll 2
     for (int k = 0; k < len; k++) {
+        if (wn > 0) {
+            __m256 lo, hi;
+            load16(1, ws, 0, &lo, &hi);
+            _mm256_storeu_ps(wd, lo);
+            _mm256_storeu_ps(wd + 8, hi);
+            ws += 16, wd += 16, wn--;
+        }
         if (p < e) {
             if (l1)
                 __builtin_prefetch(p, 0, 3);
@@ -817,13 +835,13 @@ INLINE void wide_dot(int NT, const float *qt, const float *x, int xs, int len, w
 
 /* s[t * 32 + ..16) = scale * (qt . row t) for NT positions. */
 INLINE void wide_score_tile(int NT, const float *qt, const float *lat, const float *kr, int R, int rope, float scale,
-                            float *s, wide_pf *pf)
+                            float *s, wide_pf *pf, const step_widen *w)
 {
     __m256 a[WIDE_NT][2];
 #pragma GCC unroll 6
     for (int t = 0; t < NT; t++) a[t][0] = a[t][1] = _mm256_setzero_ps();
-    wide_dot(NT, qt, lat, R, R, pf, a);
-    wide_dot(NT, qt + (size_t)R * 16, kr, rope, rope, pf, a);
+    wide_dot(NT, qt, lat, R, R, pf, w->lat, w->lat_dst, w->n_lat, a);
+    wide_dot(NT, qt + (size_t)R * 16, kr, rope, rope, pf, w->kr, w->kr_dst, w->n_kr, a);
     __m256 sc = _mm256_set1_ps(scale);
 #pragma GCC unroll 6
     for (int t = 0; t < NT; t++) {
@@ -833,12 +851,12 @@ INLINE void wide_score_tile(int NT, const float *qt, const float *lat, const flo
 }
 
 typedef void (*wide_score_fn)(const float *qt, const float *lat, const float *kr, int R, int rope, float scale, float *s,
-                              wide_pf *pf);
+                              wide_pf *pf, const step_widen *w);
 #define WIDE_SCORE_VARIANT(n)                                                                                     \
     static void wide_score_##n(const float *qt, const float *lat, const float *kr, int R, int rope, float scale,   \
-                               float *s, wide_pf *pf)                                                             \
+                               float *s, wide_pf *pf, const step_widen *w)                                        \
     {                                                                                                             \
-        wide_score_tile(n, qt, lat, kr, R, rope, scale, s, pf);                                                   \
+        wide_score_tile(n, qt, lat, kr, R, rope, scale, s, pf, w);                                                \
     }
 WIDE_SCORE_VARIANT(1) WIDE_SCORE_VARIANT(2) WIDE_SCORE_VARIANT(3) WIDE_SCORE_VARIANT(4) WIDE_SCORE_VARIANT(5)
 WIDE_SCORE_VARIANT(6)
@@ -915,8 +933,9 @@ static void widen_rows(const uint16_t *src, int n, int len, float *dst)
  * loop spent 13-17 ops per k beside 12 FMAs on pointers and the prefetch cursor's range test.
  * Head-halves' accumulators in ymm0-11 (position t: ymm2t, ymm2t+1), the queries in ymm12-13,
  * broadcasts alternating in ymm14-15; two k per iteration; one line of the next block prefetched
- * into L2 per iteration while the segment's lines last. The same FMAs in the same order as
- * wide_score_tile. */
+ * into L2 per iteration while the segment's lines last; with a BF16 cache (wide_score6_bf16) also
+ * 16 values of the next step's rows widened per iteration, through ymm14-15 before the broadcasts.
+ * The same FMAs in the same order as wide_score_tile. */
 typedef struct {
     const float *qt;              /* [R + rope][16] */
     const float *lat, *kr;        /* the six rows (F32), lat_row and kr_row bytes apart */
@@ -924,6 +943,12 @@ typedef struct {
     long lat_pairs, kr_pairs;     /* R / 2, rope / 2 */
     const char *pf_lat, *pf_kr;   /* lines to prefetch during each segment, n_lat and n_kr of them */
     long n_lat, n_kr;
+    const uint16_t *w_lat;        /* BF16: the next step's rows, widened during each segment: */
+    float *wd_lat;                /* nw_lat groups of 16 values from w_lat into wd_lat, the same */
+    long nw_lat;                  /* for the rope keys; the asm finds these six by w_lat's offset */
+    const uint16_t *w_kr;
+    float *wd_kr;
+    long nw_kr;
     float *s;                     /* s[t * 32 + 0..16) */
     float scale;
 } wide_tile6;
@@ -939,41 +964,60 @@ typedef struct {
     "vbroadcastss " xo "(%[x],%[xs],4), %%ymm14\n\t" "vfmadd231ps %%ymm14, %%ymm12, %%ymm8\n\t"                    \
     "vfmadd231ps %%ymm14, %%ymm13, %%ymm9\n\t" "vbroadcastss " xo "(%[x],%[t5]), %%ymm15\n\t"                      \
     "vfmadd231ps %%ymm15, %%ymm12, %%ymm10\n\t" "vfmadd231ps %%ymm15, %%ymm13, %%ymm11\n\t"
-/* one segment (the latents or the rope keys) of the dot products */
-#define WS_SEGMENT(ROWS, ROWB, PAIRS, PF, NPF)                                                                     \
+/* BF16: a segment's widening cursor (the fields at offset W of the tile: source, destination,
+ * groups), and one group of 16 values widened per iteration while any are left */
+#define WS_WIDEN_LOAD(W) "mov " W "(%[c]), %[ws]\n\t" "mov " W "+8(%[c]), %[wd]\n\t" "mov " W "+16(%[c]), %[nw]\n\t"
+#define WS_WIDEN_STEP                                                                                              \
+    "sub $1, %[nw]\n\t" "jl 4f\n\t" "vmovdqu (%[ws]), %%ymm14\n\t" "vpslld $16, %%ymm14, %%ymm15\n\t"                \
+    "vpand %[mask], %%ymm14, %%ymm14\n\t" "vmovups %%ymm15, (%[wd])\n\t" "vmovups %%ymm14, 32(%[wd])\n\t"             \
+    "add $32, %[ws]\n\t" "add $64, %[wd]\n" "4:\n\t"
+/* one segment (the latents or the rope keys) of the dot products; WLOAD and WSTEP: the widening's
+ * (BF16) or nothing (F32) */
+#define WS_SEGMENT(ROWS, ROWB, PAIRS, PF, NPF, WLOAD, WSTEP)                                                       \
     "mov %c[" ROWS "](%[c]), %[x]\n\t" "mov %c[" ROWB "](%[c]), %[xs]\n\t" "lea (%[xs],%[xs],2), %[t3]\n\t"        \
-    "lea (%[xs],%[xs],4), %[t5]\n\t" "mov %c[" PF "](%[c]), %[pf]\n\t" "mov %c[" NPF "](%[c]), %[npf]\n\t"          \
+    "lea (%[xs],%[xs],4), %[t5]\n\t" "mov %c[" PF "](%[c]), %[pf]\n\t" "mov %c[" NPF "](%[c]), %[npf]\n\t" WLOAD    \
     "mov %c[" PAIRS "](%[c]), %[k]\n\t" "test %[k], %[k]\n\t" "jle 3f\n"                                           \
-    "1:\n\t" "sub $1, %[npf]\n\t" "jl 2f\n\t" "prefetcht2 (%[pf])\n\t" "add $64, %[pf]\n" "2:\n\t"                  \
+    "1:\n\t" "sub $1, %[npf]\n\t" "jl 2f\n\t" "prefetcht2 (%[pf])\n\t" "add $64, %[pf]\n" "2:\n\t" WSTEP            \
     WS_K("0", "0") WS_K("4", "64") "add $8, %[x]\n\t" "add $128, %[q]\n\t" "sub $1, %[k]\n\t" "jnz 1b\n" "3:\n\t"
 #define WS_STORE(t, r0, r1)                                                                                        \
     "vmulps %%ymm12, %%ymm" #r0 ", %%ymm" #r0 "\n\t" "vmovups %%ymm" #r0 ", " #t "*128(%[x])\n\t"                  \
     "vmulps %%ymm12, %%ymm" #r1 ", %%ymm" #r1 "\n\t" "vmovups %%ymm" #r1 ", " #t "*128+32(%[x])\n\t"
 
-static void wide_score6(const wide_tile6 *c)
-{
-    long x, xs, t3, t5, q, k, pf, npf;
-    __asm__ volatile(
-        "vxorps %%xmm0, %%xmm0, %%xmm0\n\t" "vxorps %%xmm1, %%xmm1, %%xmm1\n\t" "vxorps %%xmm2, %%xmm2, %%xmm2\n\t"
-        "vxorps %%xmm3, %%xmm3, %%xmm3\n\t" "vxorps %%xmm4, %%xmm4, %%xmm4\n\t" "vxorps %%xmm5, %%xmm5, %%xmm5\n\t"
-        "vxorps %%xmm6, %%xmm6, %%xmm6\n\t" "vxorps %%xmm7, %%xmm7, %%xmm7\n\t" "vxorps %%xmm8, %%xmm8, %%xmm8\n\t"
-        "vxorps %%xmm9, %%xmm9, %%xmm9\n\t" "vxorps %%xmm10, %%xmm10, %%xmm10\n\t" "vxorps %%xmm11, %%xmm11, %%xmm11\n\t"
-        "mov %c[qt](%[c]), %[q]\n\t"
-        WS_SEGMENT("lat", "lat_row", "lat_pairs", "pf_lat", "n_lat")
-        WS_SEGMENT("kr", "kr_row", "kr_pairs", "pf_kr", "n_kr")
-        "mov %c[s](%[c]), %[x]\n\t" "vbroadcastss %c[scale](%[c]), %%ymm12\n\t"
-        WS_STORE(0, 0, 1) WS_STORE(1, 2, 3) WS_STORE(2, 4, 5) WS_STORE(3, 6, 7) WS_STORE(4, 8, 9) WS_STORE(5, 10, 11)
-        : [x] "=&r"(x), [xs] "=&r"(xs), [t3] "=&r"(t3), [t5] "=&r"(t5), [q] "=&r"(q), [k] "=&r"(k), [pf] "=&r"(pf),
-          [npf] "=&r"(npf)
-        : [c] "r"(c), [qt] "i"(offsetof(wide_tile6, qt)), [lat] "i"(offsetof(wide_tile6, lat)),
-          [kr] "i"(offsetof(wide_tile6, kr)), [lat_row] "i"(offsetof(wide_tile6, lat_row)),
-          [kr_row] "i"(offsetof(wide_tile6, kr_row)), [lat_pairs] "i"(offsetof(wide_tile6, lat_pairs)),
-          [kr_pairs] "i"(offsetof(wide_tile6, kr_pairs)), [pf_lat] "i"(offsetof(wide_tile6, pf_lat)),
-          [pf_kr] "i"(offsetof(wide_tile6, pf_kr)), [n_lat] "i"(offsetof(wide_tile6, n_lat)),
-          [n_kr] "i"(offsetof(wide_tile6, n_kr)), [s] "i"(offsetof(wide_tile6, s)), [scale] "i"(offsetof(wide_tile6, scale))
-        : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
-          "xmm12", "xmm13", "xmm14", "xmm15");
+_Static_assert(offsetof(wide_tile6, wd_lat) == offsetof(wide_tile6, w_lat) + 8 &&
+                   offsetof(wide_tile6, nw_lat) == offsetof(wide_tile6, w_lat) + 16 &&
+                   offsetof(wide_tile6, w_kr) == offsetof(wide_tile6, w_lat) + 24 &&
+                   offsetof(wide_tile6, wd_kr) == offsetof(wide_tile6, w_lat) + 32 &&
+                   offsetof(wide_tile6, nw_kr) == offsetof(wide_tile6, w_lat) + 40,
+               "wide_score6 finds the widening's fields by w_lat's offset");
+
+#define WIDE_SCORE6(name, WLOAD_LAT, WLOAD_KR, WSTEP)                                                             \
+static void name(const wide_tile6 *c)                                                                             \
+{                                                                                                                 \
+    long x, xs, t3, t5, q, k, pf, npf, ws, wd, nw;                                                                \
+    __asm__ volatile(                                                                                             \
+        "vxorps %%xmm0, %%xmm0, %%xmm0\n\t" "vxorps %%xmm1, %%xmm1, %%xmm1\n\t" "vxorps %%xmm2, %%xmm2, %%xmm2\n\t"\
+        "vxorps %%xmm3, %%xmm3, %%xmm3\n\t" "vxorps %%xmm4, %%xmm4, %%xmm4\n\t" "vxorps %%xmm5, %%xmm5, %%xmm5\n\t"\
+        "vxorps %%xmm6, %%xmm6, %%xmm6\n\t" "vxorps %%xmm7, %%xmm7, %%xmm7\n\t" "vxorps %%xmm8, %%xmm8, %%xmm8\n\t"\
+        "vxorps %%xmm9, %%xmm9, %%xmm9\n\t" "vxorps %%xmm10, %%xmm10, %%xmm10\n\t" "vxorps %%xmm11, %%xmm11, %%xmm11\n\t"\
+        "mov %c[qt](%[c]), %[q]\n\t"                                                                              \
+        WS_SEGMENT("lat", "lat_row", "lat_pairs", "pf_lat", "n_lat", WLOAD_LAT, WSTEP)                            \
+        WS_SEGMENT("kr", "kr_row", "kr_pairs", "pf_kr", "n_kr", WLOAD_KR, WSTEP)                                  \
+        "mov %c[s](%[c]), %[x]\n\t" "vbroadcastss %c[scale](%[c]), %%ymm12\n\t"                                   \
+        WS_STORE(0, 0, 1) WS_STORE(1, 2, 3) WS_STORE(2, 4, 5) WS_STORE(3, 6, 7) WS_STORE(4, 8, 9) WS_STORE(5, 10, 11)\
+        : [x] "=&r"(x), [xs] "=&r"(xs), [t3] "=&r"(t3), [t5] "=&r"(t5), [q] "=&r"(q), [k] "=&r"(k), [pf] "=&r"(pf),\
+          [npf] "=&r"(npf), [ws] "=&r"(ws), [wd] "=&r"(wd), [nw] "=&r"(nw)                                        \
+        : [c] "r"(c), [mask] "m"(odd_mask), [qt] "i"(offsetof(wide_tile6, qt)), [lat] "i"(offsetof(wide_tile6, lat)),\
+          [kr] "i"(offsetof(wide_tile6, kr)), [lat_row] "i"(offsetof(wide_tile6, lat_row)),                       \
+          [kr_row] "i"(offsetof(wide_tile6, kr_row)), [lat_pairs] "i"(offsetof(wide_tile6, lat_pairs)),           \
+          [kr_pairs] "i"(offsetof(wide_tile6, kr_pairs)), [pf_lat] "i"(offsetof(wide_tile6, pf_lat)),             \
+          [pf_kr] "i"(offsetof(wide_tile6, pf_kr)), [n_lat] "i"(offsetof(wide_tile6, n_lat)),                     \
+          [n_kr] "i"(offsetof(wide_tile6, n_kr)),                                                                 \
+          [w] "i"(offsetof(wide_tile6, w_lat)), [s] "i"(offsetof(wide_tile6, s)), [scale] "i"(offsetof(wide_tile6, scale))\
+        : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",\
+          "xmm12", "xmm13", "xmm14", "xmm15");                                                                    \
 }
+WIDE_SCORE6(wide_score6, "", "", "")
+WIDE_SCORE6(wide_score6_bf16, WS_WIDEN_LOAD("%c[w]"), WS_WIDEN_LOAD("%c[w]+24"), WS_WIDEN_STEP)
 
 /* Lines of [from, to) to prefetch in a segment of `slots` iterations (at most one each). */
 static long wide_lines(const char *from, const char *to, long slots)
@@ -987,8 +1031,9 @@ static long wide_lines(const char *from, const char *to, long slots)
  * run: a full step in wide_score6; a shorter one (a block's last) or odd widths by the C tiles,
  * which also bring the next step's rows into L1. */
 static void wide_step_scores(const attention_item *it, const float *qt, const attention_ahead *ahead, int pa, int pb,
-                             int na, int n, const float *ul, const float *ur, float *s)
+                             int na, int n, const float *ul, const float *ur, float *s, const step_widen *w)
 {
+    static const step_widen none = {0};
     const attention_kv *kv = it->kv;
     int R = kv->R, rope = kv->rope, nh = it->nh;
     if (n == WIDE_NT && R % 2 == 0 && rope % 2 == 0) {
@@ -1002,7 +1047,12 @@ static void wide_step_scores(const attention_item *it, const float *qt, const at
                 c.n_lat = wide_lines(c.pf_lat, ahead->lat + pb * ahead->lat_row, c.lat_pairs);
                 c.n_kr = wide_lines(c.pf_kr, ahead->kr + pb * ahead->kr_row, c.kr_pairs);
             }
-            wide_score6(&c);
+            if (v == 0) {
+                c.w_lat = w->lat, c.wd_lat = w->lat_dst, c.nw_lat = w->n_lat;
+                c.w_kr = w->kr, c.wd_kr = w->kr_dst, c.nw_kr = w->n_kr;
+            }
+            if (c.nw_lat || c.nw_kr) wide_score6_bf16(&c);
+            else wide_score6(&c);
         }
         return;
     }
@@ -1021,14 +1071,34 @@ static void wide_step_scores(const attention_item *it, const float *qt, const at
     }
     wide_pf_range(&pf, 0);
     for (int v = 0; 16 * v < nh; v++)
-        wide_scores[n - 1](qt + (size_t)v * 16 * (R + rope), ul, ur, R, rope, kv->scale, s + 16 * v, &pf);
+        wide_scores[n - 1](qt + (size_t)v * 16 * (R + rope), ul, ur, R, rope, kv->scale, s + 16 * v, &pf, v ? &none : w);
+}
+
+/* A BF16 cache's widened steps: two buffers of WIDE_NT rows in conv, the one a step reads (cur)
+ * and the one the step widens the next step's rows into; ready: the position whose rows cur holds
+ * (-1: none). */
+typedef struct {
+    float *buf[2];
+    int cur, ready;
+} step_rows;
+
+/* The next step's rows (at np, n rows) widened by the step before it, where the widths allow: in
+ * groups of 16 from each row's start, so R and rope multiples of 16. */
+static step_widen next_step_widen(const attention_kv *kv, int np, int n, float *dst)
+{
+    step_widen w = {0};
+    if (n <= 0 || kv->R % 16 || kv->rope % 16) return w;
+    w.lat = (const uint16_t *)kv->latent + (size_t)np * kv->R, w.kr = (const uint16_t *)kv->krope + (size_t)np * kv->rope;
+    w.lat_dst = dst, w.kr_dst = dst + (size_t)n * kv->R;
+    w.n_lat = (long)n * kv->R / 16, w.n_kr = (long)n * kv->rope / 16;
+    return w;
 }
 
 /* One block: the scores of the group for each WIDE_NT positions (the rows stay in L1 between its
- * two halves; a BF16 cache's rows widened first into conv, WIDE_NT rows at a time, since the
- * broadcasts read single floats), the softmax, the weighted latents (BF16 read in place, in
- * load16's order). */
-static void wide_block(const attention_item *it, const float *qt, int t, int nt, float *s, float *alpha)
+ * two halves; a BF16 cache's rows widened into conv, since the broadcasts read single floats: each
+ * step's by the step before it, the item's first at once), the softmax, the weighted latents (BF16
+ * read in place, in load16's order). */
+static void wide_block(const attention_item *it, const float *qt, int t, int nt, float *s, float *alpha, step_rows *sr)
 {
     const attention_kv *kv = it->kv;
     int R = kv->R, rope = kv->rope, nh = it->nh, bf16 = kv->dtype == DTYPE_BF16;
@@ -1039,13 +1109,22 @@ static void wide_block(const attention_item *it, const float *qt, int t, int nt,
         int n = nt - u < WIDE_NT ? nt - u : WIDE_NT, pa = u < ahead.rows ? u : ahead.rows;
         int pb = u + n < ahead.rows ? u + n : ahead.rows;
         const float *ul = (const float *)(lat + (size_t)u * R * es), *ur = (const float *)(kr + (size_t)u * rope * es);
+        step_widen w = {0};
         if (bf16) {
-            widen_rows((const uint16_t *)lat + (size_t)u * R, n, R, it->conv);
-            widen_rows((const uint16_t *)kr + (size_t)u * rope, n, rope, it->conv + (size_t)n * R);
-            ul = it->conv;
-            ur = it->conv + (size_t)n * R;
+            float *rows = sr->buf[sr->cur];
+            if (sr->ready != t + u) {
+                widen_rows((const uint16_t *)lat + (size_t)u * R, n, R, rows);
+                widen_rows((const uint16_t *)kr + (size_t)u * rope, n, rope, rows + (size_t)n * R);
+            }
+            ul = rows;
+            ur = rows + (size_t)n * R;
+            /* the next step: the rest of this block's, or the next block's first */
+            int np = t + u + n, left = np < t + nt ? t + nt - np : it->t1 - np;
+            w = next_step_widen(kv, np, left < WIDE_NT ? left : WIDE_NT, sr->buf[sr->cur ^ 1]);
+            sr->cur ^= 1;
+            sr->ready = w.n_lat ? np : -1;
         }
-        wide_step_scores(it, qt, &ahead, pa, pb, t + u + n, n, ul, ur, s + u * 32);
+        wide_step_scores(it, qt, &ahead, pa, pb, t + u + n, n, ul, ur, s + u * 32, &w);
     }
     wide_softmax(s, nh, nt, it->m, it->l, alpha);
     for (int h = 0; h < nh; h += 6) {
@@ -1054,7 +1133,7 @@ static void wide_block(const attention_item *it, const float *qt, int t, int nt,
     }
 }
 
-/* conv: WIDE_NT widened rows (before the first block, item_start's queries in load16's order, read
+/* conv: two steps of WIDE_NT widened rows (before the first block, item_start's queries in load16's order, read
  * once by the transposes), then the transposed queries, [2][R + rope][16]. */
 static void wide_item(const attention_item *it)
 {
@@ -1070,8 +1149,9 @@ static void wide_item(const attention_item *it)
         wide_queries(ql, (size_t)R, 16 * v, nh, R, qt + (size_t)v * 16 * w);
         wide_queries(qr, (size_t)rope, 16 * v, nh, rope, qt + (size_t)v * 16 * w + (size_t)R * 16);
     }
+    step_rows sr = {{it->conv, it->conv + (size_t)WIDE_NT * w}, 0, -1};
     for (int t = it->t0; t < it->t1; t += ATTN_BLOCK)
-        wide_block(it, qt, t, it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK, s, alpha);
+        wide_block(it, qt, t, it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK, s, alpha, &sr);
 }
 _Static_assert(ATTN_GROUP_HEADS == 32, "wide_item's scores hold a group in two halves of 16");
 
