@@ -84,6 +84,15 @@ INLINE void load16(int BF16, const void *row, int k, __m256 *lo, __m256 *hi)
     *hi = load_half(BF16, row, k, 1);
 }
 
+/* 16 BF16 values to floats in load16's order. */
+INLINE void widen16(const uint16_t *src, float *dst)
+{
+    __m256 lo, hi;
+    load16(1, src, 0, &lo, &hi);
+    _mm256_storeu_ps(dst, lo);
+    _mm256_storeu_ps(dst + 8, hi);
+}
+
 /* The last n < 16 values [k, k + n) of a row in order, zeros after: F32 by masked loads, BF16
  * through a zeroed copy (a wider load could run past the end of the cache). */
 INLINE void load_tail(int BF16, const void *row, int k, int n, __m256 *lo, __m256 *hi)
@@ -803,10 +812,7 @@ INLINE void wide_dot(int NT, const float *qt, const float *x, int xs, int len, w
 #pragma GCC unroll 2
     for (int k = 0; k < len; k++) {
         if (wn > 0) {
-            __m256 lo, hi;
-            load16(1, ws, 0, &lo, &hi);
-            _mm256_storeu_ps(wd, lo);
-            _mm256_storeu_ps(wd + 8, hi);
+            widen16(ws, wd);
             ws += 16, wd += 16, wn--;
         }
         if (p < e) {
@@ -916,12 +922,7 @@ static void widen_rows(const uint16_t *src, int n, int len, float *dst)
 {
     for (int t = 0; t < n; t++, src += len, dst += len) {
         int k = 0;
-        for (; k + 16 <= len; k += 16) {
-            __m256 lo, hi;
-            load16(1, src, k, &lo, &hi);
-            _mm256_storeu_ps(dst + k, lo);
-            _mm256_storeu_ps(dst + k + 8, hi);
-        }
+        for (; k + 16 <= len; k += 16) widen16(src + k, dst + k);
         for (; k < len; k++) { /* not kernels.c's bf16_to_float: the layout test keeps core's files acyclic */
             uint32_t u = (uint32_t)src[k] << 16;
             memcpy(dst + k, &u, sizeof u);
@@ -1133,8 +1134,8 @@ static void wide_block(const attention_item *it, const float *qt, int t, int nt,
     }
 }
 
-/* conv: two steps of WIDE_NT widened rows (before the first block, item_start's queries in load16's order, read
- * once by the transposes), then the transposed queries, [2][R + rope][16]. */
+/* conv: two steps of WIDE_NT widened rows (before the first block, item_start's queries in load16's
+ * order, read once by the transposes), then the transposed queries, [2][R + rope][16]. */
 static void wide_item(const attention_item *it)
 {
     const attention_kv *kv = it->kv;

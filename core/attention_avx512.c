@@ -405,20 +405,24 @@ static void attn_weighted(float *acc, int nh, int R, const float *alpha, const f
     }
 }
 
-/* Whole vectors unmasked, the tail masked: the mask arithmetic per vector would cost as much as the
- * widening itself. */
+/* Up to 16 BF16 values widened (whole vectors unmasked, only a tail masked: the mask arithmetic per
+ * vector would cost as much as the widening itself); returns how many. */
+INLINE int widen16(const uint16_t *src, float *dst, int n)
+{
+    if (n >= 16) {
+        __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)src));
+        _mm512_storeu_ps(dst, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+        return 16;
+    }
+    __mmask16 k = lanes(n);
+    __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, src));
+    _mm512_mask_storeu_ps(dst, k, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+    return n;
+}
+
 static void attn_widen_bf16(const uint16_t *src, int n, float *dst)
 {
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + i)));
-        _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
-    }
-    if (i < n) {
-        __mmask16 k = lanes(n - i);
-        __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, src + i));
-        _mm512_mask_storeu_ps(dst + i, k, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
-    }
+    for (int i = 0; i < n;) i += widen16(src + i, dst + i, n - i);
 }
 
 /* The generic item loop (BF16 blocks widened into conv) as attention_item_avx512_rows. */
@@ -743,22 +747,8 @@ typedef struct {
     int n_lat, n_kr;
 } wide_pf;
 
-/* Up to 16 BF16 values widened; returns how many. */
-INLINE int widen16(const uint16_t *src, float *dst, int n)
-{
-    if (n >= 16) {
-        __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)src));
-        _mm512_storeu_ps(dst, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
-        return 16;
-    }
-    __mmask16 k = lanes(n);
-    __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, src));
-    _mm512_mask_storeu_ps(dst, k, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
-    return n;
-}
-
-/* a[t][v] += qt[k][16 v ..] * x[t][k] over k < len, v < V (x rows xs apart); the lines [pf, pf_end)
- * of the next block prefetched into L2, one per step: spread out, because a burst of a tile's lines
+/* a[t][v] += qt[k][16 v ..] * x[t][k] over k < len, v < V (x rows xs apart); W: wn BF16 values from
+ * ws widened into wd, 16 per step; the lines [pf, pf_end) of the next block prefetched into L2, one per step: spread out, because a burst of a tile's lines
  * (~400) waits on the miss buffers, which cost ~20% where the rows come from DRAM. Lane h of a[t][0]
  * is the same chain of FMAs for V = 1 and 2: a head's score does not depend on its group. */
 INLINE void wide_dot(int NT, int V, int W, const float *qt, const float *x, int xs, int len, const char *pf,
@@ -975,6 +965,17 @@ static int first_block_rows_per_tile(const attention_kv *kv)
     return reach < 16 ? reach : 16;
 }
 
+/* Rows [u, u + n) of the BF16 block of nt positions at t, for a score tile to widen into rows as it
+ * goes (the places widen_block_rows puts them in); returns u + n. */
+static int widen_during(const attention_kv *kv, int t, int nt, int u, int n, float *rows, wide_pf *pf)
+{
+    pf->lat_src = (const uint16_t *)kv->latent + (size_t)(t + u) * kv->R, pf->lat_dst = rows + (size_t)u * kv->R;
+    pf->kr_src = (const uint16_t *)kv->krope + (size_t)(t + u) * kv->rope;
+    pf->kr_dst = rows + (size_t)nt * kv->R + (size_t)u * kv->rope;
+    pf->n_lat = n * kv->R, pf->n_kr = n * kv->rope;
+    return u + n;
+}
+
 /* One block: scores (prefetching the next block's rows into L2 as they go), softmax, weighted; returns
  * where its F32 rows are. A BF16 block is widened into rows a score tile's rows at a time: each tile
  * widens the next one's, a vector per step beside its FMAs, where it would then read them from L1.
@@ -1025,15 +1026,10 @@ static const float *wide_block(const attention_item *it, const float *qt, float 
         if (pa < pb)
             pf.lat = ahead.lat + pa * ahead.lat_row, pf.lat_end = ahead.lat + pb * ahead.lat_row,
             pf.kr = ahead.kr + pa * ahead.kr_row, pf.kr_end = ahead.kr + pb * ahead.kr_row;
-        if (bf16 && u + n < nt) {
-            int n2 = nt - u - n < WIDE_NT ? nt - u - n : WIDE_NT;
-            pf.lat_src = (const uint16_t *)kv->latent + (size_t)(t + u + n) * R, pf.lat_dst = rows + (size_t)(u + n) * R;
-            pf.kr_src = (const uint16_t *)kv->krope + (size_t)(t + u + n) * rope;
-            pf.kr_dst = rows + (size_t)nt * R + (size_t)(u + n) * rope;
-            pf.n_lat = n2 * R, pf.n_kr = n2 * rope;
-            widened = u + n + n2;
-        }
-        wide_scores[bf16][V - 1][n - 1](qt, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale, s + u * 32, &pf);
+        if (bf16 && u + n < nt) /* the next tile's rows */
+            widened = widen_during(kv, t, nt, u + n, nt - u - n < WIDE_NT ? nt - u - n : WIDE_NT, rows, &pf);
+        wide_scores[bf16][V - 1][n - 1](qt, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale, s + u * 32,
+                                        &pf);
     }
     for (int k = 0; helped >> k; k++)
         if (helped >> k & 1) wait_for_helper(hp, &hp->done[tile0 + k]);
@@ -1139,7 +1135,7 @@ int attention_help_avx512(const attention_item *it, attention_help *hp, float *c
         block_rows(kv, t, nt, conv, 0, &lat, &kr);
         if (kv->dtype != DTYPE_F32) widen_block_rows(kv, t, nt, u, n, conv);
         wide_scores[0][V - 1][n - 1](hp->qt, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale,
-                                  hp->scores + (size_t)(t - it->t0 + u) * 32, &none);
+                                     hp->scores + (size_t)(t - it->t0 + u) * 32, &none);
         atomic_store_explicit(&hp->done[tile], 1, memory_order_release);
         helped_piece(hp);
         done++;
