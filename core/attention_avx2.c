@@ -797,9 +797,12 @@ INLINE void wide_pf_range(wide_pf *c, int i)
  * widening before each step waited on its lines): n_lat and n_kr groups of 16 values from lat and kr
  * into lat_dst and kr_dst, in load16's order. */
 typedef struct {
-    const uint16_t *lat, *kr;
-    float *lat_dst, *kr_dst;
-    long n_lat, n_kr;
+    const uint16_t *lat; /* wide_score6_bf16 reads these six at fixed offsets */
+    float *lat_dst;
+    long n_lat;
+    const uint16_t *kr;
+    float *kr_dst;
+    long n_kr;
 } step_widen;
 
 /* a[t][..] += qt[k][..] * x[t][k] over k < len (x rows xs apart); wn groups of 16 BF16 values from
@@ -944,12 +947,7 @@ typedef struct {
     long lat_pairs, kr_pairs;     /* R / 2, rope / 2 */
     const char *pf_lat, *pf_kr;   /* lines to prefetch during each segment, n_lat and n_kr of them */
     long n_lat, n_kr;
-    const uint16_t *w_lat;        /* BF16: the next step's rows, widened during each segment: */
-    float *wd_lat;                /* nw_lat groups of 16 values from w_lat into wd_lat, the same */
-    long nw_lat;                  /* for the rope keys; the asm finds these six by w_lat's offset */
-    const uint16_t *w_kr;
-    float *wd_kr;
-    long nw_kr;
+    step_widen w;                 /* BF16: the next step's rows, widened during each segment */
     float *s;                     /* s[t * 32 + 0..16) */
     float scale;
 } wide_tile6;
@@ -984,12 +982,10 @@ typedef struct {
     "vmulps %%ymm12, %%ymm" #r0 ", %%ymm" #r0 "\n\t" "vmovups %%ymm" #r0 ", " #t "*128(%[x])\n\t"                  \
     "vmulps %%ymm12, %%ymm" #r1 ", %%ymm" #r1 "\n\t" "vmovups %%ymm" #r1 ", " #t "*128+32(%[x])\n\t"
 
-_Static_assert(offsetof(wide_tile6, wd_lat) == offsetof(wide_tile6, w_lat) + 8 &&
-                   offsetof(wide_tile6, nw_lat) == offsetof(wide_tile6, w_lat) + 16 &&
-                   offsetof(wide_tile6, w_kr) == offsetof(wide_tile6, w_lat) + 24 &&
-                   offsetof(wide_tile6, wd_kr) == offsetof(wide_tile6, w_lat) + 32 &&
-                   offsetof(wide_tile6, nw_kr) == offsetof(wide_tile6, w_lat) + 40,
-               "wide_score6 finds the widening's fields by w_lat's offset");
+_Static_assert(offsetof(step_widen, lat_dst) == 8 && offsetof(step_widen, n_lat) == 16 &&
+                   offsetof(step_widen, kr) == 24 && offsetof(step_widen, kr_dst) == 32 &&
+                   offsetof(step_widen, n_kr) == 40,
+               "wide_score6_bf16 finds the widening's fields by their offsets in step_widen");
 
 #define WIDE_SCORE6(name, WLOAD_LAT, WLOAD_KR, WSTEP)                                                             \
 static void name(const wide_tile6 *c)                                                                             \
@@ -1013,7 +1009,7 @@ static void name(const wide_tile6 *c)                                           
           [kr_pairs] "i"(offsetof(wide_tile6, kr_pairs)), [pf_lat] "i"(offsetof(wide_tile6, pf_lat)),             \
           [pf_kr] "i"(offsetof(wide_tile6, pf_kr)), [n_lat] "i"(offsetof(wide_tile6, n_lat)),                     \
           [n_kr] "i"(offsetof(wide_tile6, n_kr)),                                                                 \
-          [w] "i"(offsetof(wide_tile6, w_lat)), [s] "i"(offsetof(wide_tile6, s)), [scale] "i"(offsetof(wide_tile6, scale))\
+          [w] "i"(offsetof(wide_tile6, w)), [s] "i"(offsetof(wide_tile6, s)), [scale] "i"(offsetof(wide_tile6, scale))\
         : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",\
           "xmm12", "xmm13", "xmm14", "xmm15");                                                                    \
 }
@@ -1048,11 +1044,8 @@ static void wide_step_scores(const attention_item *it, const float *qt, const at
                 c.n_lat = wide_lines(c.pf_lat, ahead->lat + pb * ahead->lat_row, c.lat_pairs);
                 c.n_kr = wide_lines(c.pf_kr, ahead->kr + pb * ahead->kr_row, c.kr_pairs);
             }
-            if (v == 0) {
-                c.w_lat = w->lat, c.wd_lat = w->lat_dst, c.nw_lat = w->n_lat;
-                c.w_kr = w->kr, c.wd_kr = w->kr_dst, c.nw_kr = w->n_kr;
-            }
-            if (c.nw_lat || c.nw_kr) wide_score6_bf16(&c);
+            if (v == 0) c.w = *w;
+            if (c.w.n_lat || c.w.n_kr) wide_score6_bf16(&c);
             else wide_score6(&c);
         }
         return;

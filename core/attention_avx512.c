@@ -748,9 +748,10 @@ typedef struct {
 } wide_pf;
 
 /* a[t][v] += qt[k][16 v ..] * x[t][k] over k < len, v < V (x rows xs apart); W: wn BF16 values from
- * ws widened into wd, 16 per step; the lines [pf, pf_end) of the next block prefetched into L2, one per step: spread out, because a burst of a tile's lines
- * (~400) waits on the miss buffers, which cost ~20% where the rows come from DRAM. Lane h of a[t][0]
- * is the same chain of FMAs for V = 1 and 2: a head's score does not depend on its group. */
+ * ws widened into wd, 16 per step; the lines [pf, pf_end) of the next block prefetched into L2, one
+ * per step: spread out, because a burst of a tile's lines (~400) waits on the miss buffers, which
+ * cost ~20% where the rows come from DRAM. Lane h of a[t][0] is the same chain of FMAs for V = 1
+ * and 2: a head's score does not depend on its group. */
 INLINE void wide_dot(int NT, int V, int W, const float *qt, const float *x, int xs, int len, const char *pf,
                      const char *pf_end, const uint16_t *ws, float *wd, int wn, __m512 a[12][2])
 {
