@@ -16,7 +16,8 @@ typedef struct {
     atomic_int *done;     /* [groups] chunks of a group of heads whose partial sums are written */
     float *acc;           /* [ATTN_MAX_CHUNKS][heads rounded up to 32][R]: [heads][R], or the lane layout */
     float *m, *l;         /* [ATTN_MAX_CHUNKS][heads] */
-    float *conv;          /* [n_threads][ATTN_CONV_FLOATS(R, rope)] */
+    float *conv;          /* [n_threads][conv_floats] */
+    size_t conv_floats;   /* ATTN_CONV_FLOATS_GROUPS(R, rope, item_groups_most(heads)) */
     attention_help *help; /* [help_items_most] (rows of more than 16 heads on 2+ threads, else NULL) */
     float *help_scores;   /* [n_threads][ATTN_HELP_POSITIONS][ATTN_GROUP_HEADS]: a helped item's scores, by its conv buffer */
     float *help_rows;     /* [n_threads][ATTN_BLOCK][R + rope]: a helped item's second widened block, by its conv buffer */
@@ -35,6 +36,13 @@ static void *piece(char *base, size_t *off, size_t bytes)
 /* Items of a row that idle threads help at most: one or two per thread (see help_items). */
 static int help_items_most(int n_threads) { return 2 * n_threads < ATTN_HELP_ITEMS ? 2 * n_threads : ATTN_HELP_ITEMS; }
 
+/* Groups of ATTN_GROUP_HEADS heads an item of a row of `heads` may run (attention_row_on_machine). */
+static int item_groups_most(int heads)
+{
+    int groups = heads % ATTN_GROUP_HEADS ? 1 : heads / ATTN_GROUP_HEADS;
+    return groups < ATTN_ITEM_GROUPS ? groups : ATTN_ITEM_GROUPS;
+}
+
 static size_t carve(int heads, int R, int rope, int n_threads, char *base, attention_scratch *s)
 {
     size_t off = 0, parts = (size_t)ATTN_MAX_CHUNKS * heads;
@@ -45,7 +53,8 @@ static size_t carve(int heads, int R, int rope, int n_threads, char *base, atten
     s->acc = piece(base, &off, lane_parts * R * sizeof(float));
     s->m = piece(base, &off, parts * sizeof(float));
     s->l = piece(base, &off, parts * sizeof(float));
-    s->conv = piece(base, &off, (size_t)n_threads * ATTN_CONV_FLOATS(R, rope) * sizeof(float));
+    s->conv_floats = ATTN_CONV_FLOATS_GROUPS(R, rope, item_groups_most(heads));
+    s->conv = piece(base, &off, (size_t)n_threads * s->conv_floats * sizeof(float));
     s->help = NULL, s->help_scores = NULL, s->help_rows = NULL;
     if (heads > ATTN_GROUP_HEADS / 2 && n_threads > 1) {
         size_t items = (size_t)help_items_most(n_threads);
@@ -109,7 +118,8 @@ typedef struct {
     float *out;
     int n_chunks, n_long, long_len, short_len;  /* n_long chunks of long_len positions, then short_len */
     int group_heads, n_groups, n, n_threads, l1_prefetch_bytes;
-    int n_items, merge_items;  /* chunks x groups; merges on the pool after them (0: the caller's) */
+    int item_groups;           /* groups per item: 1, or several run block by block (item_groups_for) */
+    int n_items, merge_items;  /* chunks x groups / item_groups; merges on the pool after them (0: the caller's) */
     int help;                  /* idle threads take pieces of running items (the items' boards in s.help) */
     int lanes;                 /* the partial sums in the lane layout: chunk c's group g at (c n_groups + g)
                                 * group_heads R floats, [R][16 V] (AVX-512's loop for many heads) */
@@ -148,7 +158,7 @@ static int claim_buffer(const row_job *j)
  * out first (cut_row). */
 static int chunk_of_item(const row_job *j, int k)
 {
-    if (j->n_groups > 1 || j->n_long > 0) return k;
+    if (j->n_groups > j->item_groups || j->n_long > 0) return k;
     int C = j->n_chunks, s = j->n_threads < C ? j->n_threads : C, q = C / s, rem = C % s;
     int run = k < q * s ? k % s : k - q * s, step = k < q * s ? k / s : q;
     return run * q + (run < rem ? run : rem) + step;
@@ -166,23 +176,27 @@ static float *lane_partials(const row_job *j, int c, int g)
     return j->s.acc + (size_t)c * lane_chunk_floats(j) + (size_t)g * j->group_heads * j->kv->R;
 }
 
-/* Item i of the row (a chunk x a group of heads), its rows converted in conv. */
+/* Items per chunk, and the first group of item i. */
+static int items_per_chunk(const row_job *j) { return j->n_groups / j->item_groups; }
+static int first_group(const row_job *j, int i) { return i % items_per_chunk(j) * j->item_groups; }
+
+/* Item i of the row (a chunk x item_groups groups of heads), its rows converted in conv. */
 static attention_item item_of(const row_job *j, int i, float *conv)
 {
     const attention_kv *kv = j->kv;
-    int c = chunk_of_item(j, i / j->n_groups), g = i % j->n_groups, h0 = g * j->group_heads;
+    int c = chunk_of_item(j, i / items_per_chunk(j)), g = first_group(j, i), h0 = g * j->group_heads;
     size_t part = (size_t)c * kv->heads + h0;
     float *acc = j->lanes ? lane_partials(j, c, g) : j->s.acc + part * kv->R;
     return (attention_item){
         .kv = kv, .q_lat = j->q_lat + (size_t)h0 * kv->R, .q_rope = j->q_rope + (size_t)h0 * kv->rope,
         .t0 = chunk_start(j, c), .t1 = chunk_start(j, c + 1) < j->n ? chunk_start(j, c + 1) : j->n,
-        .n = j->n, .nh = kv->heads - h0 < j->group_heads ? kv->heads - h0 : j->group_heads,
+        .n = j->n, .nh = kv->heads - h0 < j->group_heads ? kv->heads - h0 : j->group_heads, .groups = j->item_groups,
         .acc = acc, .m = j->s.m + part, .l = j->s.l + part, .conv = conv,
         .l1_prefetch_bytes = j->l1_prefetch_bytes, .help = j->help ? &j->s.help[i] : NULL,
     };
 }
 
-static float *conv_buffer(const row_job *j, int w) { return j->s.conv + (size_t)w * ATTN_CONV_FLOATS(j->kv->R, j->kv->rope); }
+static float *conv_buffer(const row_job *j, int w) { return j->s.conv + (size_t)w * j->s.conv_floats; }
 
 /* The call and the position where this thread's last item ended. */
 static _Thread_local struct { unsigned call; int t1, group; } last_item;
@@ -194,7 +208,7 @@ static void run_item(void *arg, int i)
     int cpu = j->trace ? sched_getcpu() : -1;
     int w = claim_buffer(j);
     attention_item it = item_of(j, i, conv_buffer(j, w));
-    int group = i % j->n_groups;
+    int group = first_group(j, i);
     it.rows_prefetched = last_item.call == j->call && last_item.t1 == it.t0 && last_item.group == group;
     last_item.call = j->call, last_item.t1 = it.t1, last_item.group = group;
     if (it.help) {
@@ -207,7 +221,7 @@ static void run_item(void *arg, int i)
         j->trace->item_start[i] = started, j->trace->item_end[i] = attention_clock_ns();
         j->trace->item_cpu[i] = (short)cpu, j->trace->item_cpu_end[i] = (short)sched_getcpu();
     }
-    atomic_fetch_add_explicit(&j->s.done[i % j->n_groups], 1, memory_order_release);
+    for (int g = group; g < group + j->item_groups; g++) atomic_fetch_add_explicit(&j->s.done[g], 1, memory_order_release);
 }
 
 /* Help for a short row of many heads: a row cut into about one item per CPU finishes when the
@@ -544,6 +558,24 @@ static int group_heads(int heads, int n_chunks, int n_threads)
     return 2 * n_chunks * full <= n_threads ? ATTN_GROUP_HEADS / 2 : ATTN_GROUP_HEADS;
 }
 
+/* Groups per item. One, but for AVX-512's loop for many heads on a row with ITEMS_PER_THREAD or more
+ * chunks per thread: there an item runs all its chunk's groups (up to ATTN_ITEM_GROUPS) block by
+ * block, so a block comes from DRAM once, not once per group, and the other groups read it from
+ * L2. Run one after another, the first group of a chunk read its rows from DRAM at 1.19-1.38x the
+ * pace of the three after it, which read them from L3 (Intel Xeon, 2 MiB L2, R1 F32 16k, 1
+ * thread; a chunk of 1k positions is 2.4 MB). Not on fewer chunks: their items are what spreads a
+ * row over the threads. The groups of an item are the same FMAs in the same order as one group
+ * per item: the bits do not change. */
+#define ITEMS_PER_THREAD 4
+static int item_groups_for(const row_job *j)
+{
+    int most = item_groups_most(j->kv->heads);
+    if (!j->lanes || j->group_heads != ATTN_GROUP_HEADS || most < 2 || j->n_chunks < ITEMS_PER_THREAD * j->n_threads)
+        return 1;
+    while (j->n_groups % most) most--;
+    return most;
+}
+
 void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, const float *q_lat,
                               const float *q_rope, float *out, void *scratch, int machine_cpus,
                               attention_trace *trace)
@@ -557,8 +589,9 @@ void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, 
     cut_row(&j, n, kv->heads, machine_cpus, spread_group_heads());
     j.group_heads = group_heads(kv->heads, j.n_chunks, j.n_threads);
     j.n_groups = (kv->heads + j.group_heads - 1) / j.group_heads;
-    j.n_items = j.n_chunks * j.n_groups;
     j.lanes = j.item == attention_item_avx512 && kv->heads > ATTN_GROUP_HEADS / 2;
+    j.item_groups = item_groups_for(&j);
+    j.n_items = j.n_chunks * items_per_chunk(&j);
     /* a small merge (the embedded width's 4 heads in 2-4 chunks) costs less on the caller than on
      * the pool's threads: 7 us on the pool against 2.5 us by the caller (16-core Xeon, 16 threads,
      * 1k positions in 4 chunks, merged in a second parallel-for) */
@@ -568,7 +601,7 @@ void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, 
     /* help where a row is one or two items per thread (with more, the pool's own hand-out evens the
      * threads out, and the help's traffic cost a 2-CPU Zen 5 2.5% at R1's 1k, 8 items on 2 threads),
      * on AVX-512's loop for many heads */
-    j.help = on_pool && j.s.help && j.item == attention_item_avx512 && kv->heads > ATTN_GROUP_HEADS / 2 &&
+    j.help = on_pool && j.s.help && j.item == attention_item_avx512 && kv->heads > ATTN_GROUP_HEADS / 2 && j.item_groups == 1 &&
              j.n_items <= help_items_most(j.n_threads) &&
              j.long_len <= ATTN_HELP_POSITIONS && j.short_len <= ATTN_HELP_POSITIONS &&
              kv->R <= ATTN_HELP_SLICES * ATTN_HELP_SLICE;

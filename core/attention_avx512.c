@@ -988,9 +988,10 @@ static int widen_during(const attention_kv *kv, int t, int nt, int u, int n, flo
  * took are waited for (their rows, which the weighted pass reads, asked for meanwhile). Its
  * weighted latents go in slices that helpers may take, a block late: the previous block's (prev:
  * its rows) are finished after this block's scores, which do not need them, so that the owner
- * scores while helpers finish slices, rather than waiting for them. */
+ * scores while helpers finish slices, rather than waiting for them. A follower (an item's second
+ * group or later) finds the block widened and the next one asked for by the first group. */
 static const float *wide_block(const attention_item *it, const float *qt, float *at, int t, int nt, __m512 m[2],
-                               __m512 l[2], float *rows, const float *prev)
+                               __m512 l[2], float *rows, const float *prev, int follower)
 {
     const attention_kv *kv = it->kv;
     int R = kv->R, rope = kv->rope, bf16 = kv->dtype != DTYPE_F32, V = it->nh > 16 ? 2 : 1;
@@ -1006,8 +1007,9 @@ static const float *wide_block(const attention_item *it, const float *qt, float 
      * later blocks prefetch the next block's rows. Several items per thread need no such thing: a
      * thread's previous item prefetched the next one's first block (1 thread: 0.994x). */
     int first = hp && t == it->t0, per_tile = first ? first_block_rows_per_tile(kv) : WIDE_NT;
-    attention_ahead ahead = attention_block_after(kv, t, it->n, first ? WIDE_NT : ATTN_BLOCK);
-    int widened = 0; /* BF16: rows [0, widened) of the block are in rows */
+    attention_ahead ahead = follower ? (attention_ahead){.rows = 0}
+                                     : attention_block_after(kv, t, it->n, first ? WIDE_NT : ATTN_BLOCK);
+    int widened = follower ? nt : 0; /* BF16: rows [0, widened) of the block are in rows */
     for (int u = 0; u < nt; u += WIDE_NT) {
         int n = nt - u < WIDE_NT ? nt - u : WIDE_NT, k = u / WIDE_NT;
         int pa = k * per_tile < ahead.rows ? k * per_tile : ahead.rows;
@@ -1027,9 +1029,9 @@ static const float *wide_block(const attention_item *it, const float *qt, float 
         if (pa < pb)
             pf.lat = ahead.lat + pa * ahead.lat_row, pf.lat_end = ahead.lat + pb * ahead.lat_row,
             pf.kr = ahead.kr + pa * ahead.kr_row, pf.kr_end = ahead.kr + pb * ahead.kr_row;
-        if (bf16 && u + n < nt) /* the next tile's rows */
+        if (bf16 && !follower && u + n < nt) /* the next tile's rows */
             widened = widen_during(kv, t, nt, u + n, nt - u - n < WIDE_NT ? nt - u - n : WIDE_NT, rows, &pf);
-        wide_scores[bf16][V - 1][n - 1](qt, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale, s + u * 32,
+        wide_scores[bf16 && !follower][V - 1][n - 1](qt, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale, s + u * 32,
                                         &pf);
     }
     for (int k = 0; helped >> k; k++)
@@ -1046,39 +1048,51 @@ static const float *wide_block(const attention_item *it, const float *qt, float 
     return lat;
 }
 
-/* conv: the widened block, then the queries [R + rope][32], then the weighted latents [R][16 V],
+/* conv: the widened block, then each group's queries [R + rope][32] and weighted latents [R][16 V],
  * copied out as they are: the lane layout. Putting them out as [nh][R] took 64 16 x 16 transposes
  * per item, 2.3% of R1's 256-position item (Zen 5); the merge, which reads every chunk's, transposes
  * once per head and column instead, a quarter of that at 4 chunks. Accumulating them in the partial
  * sums themselves, not in conv, lost 1.5-3.5% on 2 threads (lines of another core's, or cold, where
  * conv's are this core's). A helped item's blocks alternate between conv's and the board's rows
- * (BF16): the previous block's rows are read by its slices while this block's are widened. */
+ * (BF16): the previous block's rows are read by its slices while this block's are widened. An item
+ * of several groups runs each block for all of them before the next (its first group prefetches
+ * and widens it). */
 static void wide_item(const attention_item *it)
 {
     const attention_kv *kv = it->kv;
-    int R = kv->R, rope = kv->rope, nh = it->nh;
-    float *qt = it->conv + (size_t)ATTN_BLOCK * (R + rope), *at = qt + (size_t)32 * (R + rope);
+    int R = kv->R, rope = kv->rope, nh = it->nh, G = it->groups, V = nh > 16 ? 2 : 1;
+    size_t group_floats = (size_t)2 * 32 * (R + rope), gh = (size_t)ATTN_GROUP_HEADS;
+    float *qt[ATTN_ITEM_GROUPS], *at[ATTN_ITEM_GROUPS];
     float *rows[2] = {it->conv, it->help ? it->help->rows : it->conv};
-    wide_queries(it->q_lat, nh, R, qt);
-    wide_queries(it->q_rope, nh, rope, qt + (size_t)32 * R);
+    __m512 m[ATTN_ITEM_GROUPS][2], l[ATTN_ITEM_GROUPS][2];
+    for (int g = 0; g < G; g++) {
+        qt[g] = it->conv + (size_t)ATTN_BLOCK * (R + rope) + g * group_floats, at[g] = qt[g] + (size_t)32 * (R + rope);
+        wide_queries(it->q_lat + g * gh * R, nh, R, qt[g]);
+        wide_queries(it->q_rope + g * gh * rope, nh, rope, qt[g] + (size_t)32 * R);
+        m[g][0] = m[g][1] = _mm512_set1_ps(-INFINITY);
+        l[g][0] = l[g][1] = _mm512_setzero_ps();
+    }
     if (it->help) {
-        it->help->qt = qt, it->help->at = at;
+        it->help->qt = qt[0], it->help->at = at[0];
         atomic_store_explicit(&it->help->stage, 1, memory_order_release);
     }
-    __m512 m[2] = {_mm512_set1_ps(-INFINITY), _mm512_set1_ps(-INFINITY)}, l[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     const float *prev = NULL;
-    for (int t = it->t0, b = 0; t < it->t1; t += ATTN_BLOCK, b++)
-        prev = wide_block(it, qt, at, t, it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK, m, l, rows[b & 1], prev);
+    for (int t = it->t0, b = 0; t < it->t1; t += ATTN_BLOCK, b++) {
+        int nt = it->t1 - t < ATTN_BLOCK ? it->t1 - t : ATTN_BLOCK;
+        for (int g = 0; g < G; g++) prev = wide_block(it, qt[g], at[g], t, nt, m[g], l[g], rows[b & 1], prev, g > 0);
+    }
     if (it->help) atomic_store_explicit(&it->help->stage, 2, memory_order_relaxed);
-    else wide_columns_out(at, nh > 16 ? 2 : 1, 0, R, it->acc);
-    float mv[32], lv[32];
-    _mm512_storeu_ps(mv, m[0]);
-    _mm512_storeu_ps(mv + 16, m[1]);
-    _mm512_storeu_ps(lv, l[0]);
-    _mm512_storeu_ps(lv + 16, l[1]);
-    for (int h = 0; h < nh; h++) {
-        it->m[h] = mv[h];
-        it->l[h] = lv[h];
+    for (int g = 0; g < G; g++) {
+        if (!it->help) wide_columns_out(at[g], V, 0, R, it->acc + g * gh * R);
+        float mv[32], lv[32];
+        _mm512_storeu_ps(mv, m[g][0]);
+        _mm512_storeu_ps(mv + 16, m[g][1]);
+        _mm512_storeu_ps(lv, l[g][0]);
+        _mm512_storeu_ps(lv + 16, l[g][1]);
+        for (int h = 0; h < nh; h++) {
+            it->m[g * gh + h] = mv[h];
+            it->l[g * gh + h] = lv[h];
+        }
     }
 }
 

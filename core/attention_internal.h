@@ -39,10 +39,16 @@ static inline long long attention_clock_ns(void)
 #define ATTN_SHORT_CHUNK 256
 #define ATTN_SHORT_CHUNK_FEW 128
 
-/* A thread's buffer: [ATTN_BLOCK][R + rope] floats for a BF16 block widened, then room for a group's
- * queries and weighted latents in another order ([R + rope][ATTN_GROUP_HEADS] and
- * [R][ATTN_GROUP_HEADS]: the AVX-512 and AVX2 loops for many heads). */
-#define ATTN_CONV_FLOATS(R, rope) ((size_t)(ATTN_BLOCK + 2 * ATTN_GROUP_HEADS) * ((size_t)(R) + (size_t)(rope)))
+/* Groups of heads one item of AVX-512's loop for many heads may run block by block, where a row has
+ * several items per thread anyway: each block is then read from DRAM (and, BF16, widened) once for
+ * all of them rather than once per group. */
+#define ATTN_ITEM_GROUPS 4
+/* A thread's buffer: [ATTN_BLOCK][R + rope] floats for a BF16 block widened, then room for each of
+ * an item's G groups' queries and weighted latents in another order ([R + rope][ATTN_GROUP_HEADS]
+ * and [R][ATTN_GROUP_HEADS]: the AVX-512 and AVX2 loops for many heads). */
+#define ATTN_CONV_FLOATS_GROUPS(R, rope, G) \
+    ((size_t)(ATTN_BLOCK + 2 * ATTN_GROUP_HEADS * (G)) * ((size_t)(R) + (size_t)(rope)))
+#define ATTN_CONV_FLOATS(R, rope) ATTN_CONV_FLOATS_GROUPS(R, rope, 1)
 
 /* Work of one running item that other threads may do (attention.c says when): its score tiles,
  * and the column slices of its weighted latents for the block whose softmax is done. The owner
@@ -91,10 +97,13 @@ typedef struct {
     int t0, t1;                   /* positions of this chunk */
     int n;                        /* positions of the row: prefetches stop there */
     int nh;                       /* heads in this group, 1..ATTN_GROUP_HEADS */
+    int groups;                   /* groups of nh heads, 1..ATTN_ITEM_GROUPS, run block by block (more than
+                                   * one: AVX-512's loop for many heads, nh = ATTN_GROUP_HEADS); group g's
+                                   * queries, partial sums, m and l at g nh heads from the first's */
     float *acc;                   /* unnormalized weighted latents: [nh][R], or [R][16 V] in the lane layout
                                    * (AVX-512's items of rows of more than 16 heads, V = 2 for 17 or more) */
     float *m, *l;                 /* [nh] running max of the scaled scores, sum of exp(score - m) */
-    float *conv;                  /* ATTN_CONV_FLOATS(R, rope): a BF16 block widened, a path's work */
+    float *conv;                  /* ATTN_CONV_FLOATS_GROUPS(R, rope, groups): a BF16 block widened, a path's work */
     int l1_prefetch_bytes;        /* L1 data cache prefetches may fill, 0: none (attention_l1_prefetch_bytes) */
     attention_help *help;         /* NULL, or the board of this item's pieces that idle threads may take */
     int rows_prefetched;          /* this thread's last item was the chunk before, in this call: it

@@ -11,7 +11,10 @@
  * chunks after the long ones, 40 heads and R1's at 4100 positions, 4 heads at 8300, a ragged short
  * chunk last; the pool's size must not change them). A row of many heads is cut into groups of 16
  * instead of 32 when the pool has at least twice as many threads as items: as on 2 CPUs, at R1's
- * widths from 8 threads at 300 positions, 16 at 1100; at 40 heads from 4 threads at 300, 8 at 1100. */
+ * widths from 8 threads at 300 positions, 16 at 1100; at 40 heads from 4 threads at 300, 8 at 1100.
+ * A row with four or more chunks per thread runs all of a chunk's groups of 32 in one item, block by
+ * block (AVX-512, R1's widths at 4100 on 1 thread): bit-identical to the items of one group that 2-8
+ * threads run. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
