@@ -473,10 +473,15 @@ static merge_columns_fn merge_path(void)
  * 16 chunks than with 2-8; R1's widths on one AVX-512 core, 1k, 3-4 points lower with 4 chunks than
  * with 2 (in two runs of four). Chunks of 128 for one group: 16-core Xeon, embedded width, 1k, 16
  * threads 8-16 points nearer the roof than 256 (4 items of 25 us, each at one core's bandwidth),
- * 1 thread ~5% slower; 64 gained less and cost 1 thread 17%. A 2-CPU machine keeps its chunks. */
+ * 1 thread ~5% slower; 64 gained less and cost 1 thread 17%. A 2-CPU machine keeps its chunks.
+ * A long row on a machine of few CPUs gets at most ATTN_CHUNKS_PER_CPU chunks per CPU, longer ones:
+ * more only add partial sums to merge and items to start (Intel Xeon, 2 CPUs, 16k-32k, 8 chunks
+ * against 16-32: R1's widths 1.8-3.7% faster on 1-2 threads, AVX-512 and AVX2; the embedded width
+ * 1.00-1.04x). From 8 CPUs ATTN_MAX_CHUNKS binds first: nothing changes there. */
 static int chunk_length(int n, int heads, int machine_cpus, int group_unit)
 {
     int chunks = n / ATTN_CHUNK_TARGET, shortest = ATTN_MIN_CHUNK;
+    chunks = chunks > ATTN_CHUNKS_PER_CPU * machine_cpus ? ATTN_CHUNKS_PER_CPU * machine_cpus : chunks;
     chunks = chunks < 2 ? 2 : chunks;
     int groups = (heads + group_unit - 1) / group_unit;
     int cover = (machine_cpus + groups - 1) / groups;

@@ -34,6 +34,9 @@ static inline long long attention_clock_ns(void)
 #define ATTN_MAX_CHUNKS 32
 #define ATTN_MIN_CHUNK 512
 #define ATTN_CHUNK_TARGET 1024
+/* Chunks per CPU of the machine at most, beyond which a long row's chunks grow longer than
+ * ATTN_CHUNK_TARGET instead of more numerous (see chunk_length). */
+#define ATTN_CHUNKS_PER_CPU 4
 /* The shortest chunk of a short row spread over a machine's CPUs (attention.c, chunk_length): of a
  * row of many heads, and of a row of one group (few heads), whose chunks are its only items. */
 #define ATTN_SHORT_CHUNK 256
