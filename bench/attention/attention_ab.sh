@@ -44,7 +44,7 @@ side() {
       *avx512) isa="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c" ;;
     esac
     # shellcheck disable=SC2086
-    "$cc" -O2 -g -std=c17 -Wall -Wextra -Werror -D_GNU_SOURCE -falign-functions=64 -falign-loops=64 $isa -I"$dir" -c "$dir/core/$f.c" -o "$dir/$f.o"
+    "$cc" -O2 -g -std=c17 -Wall -Wextra -Werror -D_GNU_SOURCE -falign-functions=64 $isa -I"$dir" -c "$dir/core/$f.c" -o "$dir/$f.o"
   done
   local renames=()
   for s in $(nm -g --defined-only "$dir"/attention*.o | awk 'NF == 3 { print $3 }' | sort -u); do
