@@ -221,7 +221,8 @@ static void run_item(void *arg, int i)
         j->trace->item_start[i] = started, j->trace->item_end[i] = attention_clock_ns();
         j->trace->item_cpu[i] = (short)cpu, j->trace->item_cpu_end[i] = (short)sched_getcpu();
     }
-    for (int g = group; g < group + j->item_groups; g++) atomic_fetch_add_explicit(&j->s.done[g], 1, memory_order_release);
+    for (int g = group; g < group + j->item_groups; g++)
+        atomic_fetch_add_explicit(&j->s.done[g], 1, memory_order_release);
 }
 
 /* Help for a short row of many heads: a row cut into about one item per CPU finishes when the
@@ -606,8 +607,8 @@ void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, 
     /* help where a row is one or two items per thread (with more, the pool's own hand-out evens the
      * threads out, and the help's traffic cost a 2-CPU Zen 5 2.5% at R1's 1k, 8 items on 2 threads),
      * on AVX-512's loop for many heads */
-    j.help = on_pool && j.s.help && j.item == attention_item_avx512 && kv->heads > ATTN_GROUP_HEADS / 2 && j.item_groups == 1 &&
-             j.n_items <= help_items_most(j.n_threads) &&
+    j.help = on_pool && j.s.help && j.item == attention_item_avx512 && kv->heads > ATTN_GROUP_HEADS / 2 &&
+             j.item_groups == 1 && j.n_items <= help_items_most(j.n_threads) &&
              j.long_len <= ATTN_HELP_POSITIONS && j.short_len <= ATTN_HELP_POSITIONS &&
              kv->R <= ATTN_HELP_SLICES * ATTN_HELP_SLICE;
     if (j.help) reset_help(&j);

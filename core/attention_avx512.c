@@ -1011,7 +1011,8 @@ static const float *wide_block(const attention_item *it, const float *qt, float 
     int first = hp && t == it->t0, per_tile = first ? first_block_rows_per_tile(kv) : WIDE_NT;
     attention_ahead ahead = attention_block_after(kv, t, it->n, first ? WIDE_NT : ATTN_BLOCK);
     if (groups > 1) { /* each group asks for its share of the next block's rows */
-        int share = ATTN_BLOCK / groups, r0 = group * share, tiles = (nt + WIDE_NT - 1) / WIDE_NT;
+        int r0 = group * ATTN_BLOCK / groups, share = (group + 1) * ATTN_BLOCK / groups - r0;
+        int tiles = (nt + WIDE_NT - 1) / WIDE_NT;
         ahead.rows = ahead.rows - r0 < share ? ahead.rows - r0 : share;
         if (ahead.rows > 0) ahead.lat += (size_t)r0 * ahead.lat_row, ahead.kr += (size_t)r0 * ahead.kr_row;
         else ahead.rows = 0;
@@ -1039,8 +1040,8 @@ static const float *wide_block(const attention_item *it, const float *qt, float 
             pf.kr = ahead.kr + pa * ahead.kr_row, pf.kr_end = ahead.kr + pb * ahead.kr_row;
         if (bf16 && !follower && u + n < nt) /* the next tile's rows */
             widened = widen_during(kv, t, nt, u + n, nt - u - n < WIDE_NT ? nt - u - n : WIDE_NT, rows, &pf);
-        wide_scores[bf16 && !follower][V - 1][n - 1](qt, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope, kv->scale, s + u * 32,
-                                        &pf);
+        wide_scores[bf16 && !follower][V - 1][n - 1](qt, lat + (size_t)u * R, kr + (size_t)u * rope, R, rope,
+                                                     kv->scale, s + u * 32, &pf);
     }
     for (int k = 0; helped >> k; k++)
         if (helped >> k & 1) wait_for_helper(hp, &hp->done[tile0 + k]);
