@@ -1069,12 +1069,12 @@ static void wide_item(const attention_item *it)
 {
     const attention_kv *kv = it->kv;
     int R = kv->R, rope = kv->rope, nh = it->nh, G = it->groups, V = nh > 16 ? 2 : 1;
-    size_t group_floats = (size_t)2 * 32 * (R + rope), gh = (size_t)ATTN_GROUP_HEADS;
+    size_t gh = ATTN_GROUP_HEADS, group_floats = 2 * gh * (size_t)(R + rope); /* conv's share of a group */
     float *qt[ATTN_ITEM_GROUPS], *at[ATTN_ITEM_GROUPS];
     float *rows[2] = {it->conv, it->help ? it->help->rows : it->conv};
     __m512 m[ATTN_ITEM_GROUPS][2], l[ATTN_ITEM_GROUPS][2];
     for (int g = 0; g < G; g++) {
-        qt[g] = it->conv + (size_t)ATTN_BLOCK * (R + rope) + g * group_floats, at[g] = qt[g] + (size_t)32 * (R + rope);
+        qt[g] = it->conv + (size_t)ATTN_BLOCK * (R + rope) + g * group_floats, at[g] = qt[g] + gh * (R + rope);
         wide_queries(it->q_lat + g * gh * R, nh, R, qt[g]);
         wide_queries(it->q_rope + g * gh * rope, nh, rope, qt[g] + (size_t)32 * R);
         m[g][0] = m[g][1] = _mm512_set1_ps(-INFINITY);

@@ -51,7 +51,6 @@ static inline long long attention_clock_ns(void)
  * and [R][ATTN_GROUP_HEADS]: the AVX-512 and AVX2 loops for many heads). */
 #define ATTN_CONV_FLOATS_GROUPS(R, rope, G) \
     ((size_t)(ATTN_BLOCK + 2 * ATTN_GROUP_HEADS * (G)) * ((size_t)(R) + (size_t)(rope)))
-#define ATTN_CONV_FLOATS(R, rope) ATTN_CONV_FLOATS_GROUPS(R, rope, 1)
 
 /* Work of one running item that other threads may do (attention.c says when): its score tiles,
  * and the column slices of its weighted latents for the block whose softmax is done. The owner

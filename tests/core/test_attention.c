@@ -14,7 +14,7 @@
  * widths from 8 threads at 300 positions, 16 at 1100; at 40 heads from 4 threads at 300, 8 at 1100.
  * A row with four or more chunks per thread runs all of a chunk's groups of 32 in one item, block by
  * block (AVX-512, R1's widths at 4100 on 1 thread): bit-identical to the items of one group that 2-8
- * threads run. */
+ * threads run, and the item counts show that each ran (check_shared_groups). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -214,6 +214,40 @@ static void check_helped(const widths *w, int n, dtype_t dt)
     free(lat); free(kr); free(clat); free(ckr); free(q); free(out1); free(outk); free(tr);
 }
 
+/* R1's row of 4100 positions as on 2 CPUs (4 chunks): on 1 thread, 4 chunks per thread, one item
+ * per chunk runs its four groups of 32 block by block; on 2 threads an item per chunk and group.
+ * The traced item counts show which ran, and the two must agree to the bit. */
+static void check_shared_groups(const widths *w, int n, dtype_t dt)
+{
+    size_t es = dtype_size(dt), nq = (size_t)w->heads * (w->R + w->rope), no = (size_t)w->heads * w->R;
+    float *lat = malloc((size_t)n * w->R * sizeof(float)), *kr = malloc((size_t)n * w->rope * sizeof(float));
+    void *clat = malloc((size_t)n * w->R * es), *ckr = malloc((size_t)n * w->rope * es);
+    float *q = malloc(nq * sizeof(float)), *out[2] = {malloc(no * sizeof(float)), malloc(no * sizeof(float))};
+    attention_trace *tr = malloc(sizeof *tr);
+    fill_floats(lat, (size_t)n * w->R, 1.0);
+    fill_floats(kr, (size_t)n * w->rope, 1.0);
+    fill_floats(q, nq, 0.5);
+    to_cache(lat, clat, (size_t)n * w->R, dt);
+    to_cache(kr, ckr, (size_t)n * w->rope, dt);
+    attention_kv kv = {w->heads, w->R, w->rope, dt, clat, ckr, 0.07f};
+    int items[2];
+    for (int k = 0; k < 2; k++) {
+        thread_pool *pool = thread_pool_create(k + 1);
+        size_t bytes = attention_scratch_bytes(kv.heads, kv.R, kv.rope, k + 1);
+        void *scratch = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+        memset(scratch, 0, bytes);
+        attention_row_on_machine(pool, &kv, n, q, q + (size_t)w->heads * w->R, out[k], scratch, 2, tr);
+        items[k] = tr->items;
+        free(scratch);
+        thread_pool_free(pool);
+    }
+    CHECK(items[1] == 4 * items[0], "%d heads n %d %s: 1 thread ran %d items, 2 threads %d (expected 4 groups per item "
+          "on 1 thread)", w->heads, n, dt == DTYPE_BF16 ? "bf16" : "f32", items[0], items[1]);
+    CHECK(!memcmp(out[0], out[1], no * sizeof(float)), "%d heads n %d %s: items of four groups differ from items of one",
+          w->heads, n, dt == DTYPE_BF16 ? "bf16" : "f32");
+    free(lat); free(kr); free(clat); free(ckr); free(q); free(out[0]); free(out[1]); free(tr);
+}
+
 int main(void)
 {
     /* tiny and pairs: four heads or fewer with R and rope multiples of 32, which AVX-512 runs with
@@ -265,7 +299,8 @@ int main(void)
             if (p == CPU_PATH_AVX512) { /* help runs on AVX-512's loop for many heads only */
                 check_helped(&r1, 1024, d);
                 check_helped(&wide[0], 1024, d); /* groups of 16, 16 and 8; slices of 48, 48 and 4 columns */
-                cases += 2;
+                check_shared_groups(&r1, 4100, d);
+                cases += 3;
             }
         }
     }
