@@ -104,15 +104,59 @@ static void reference(const widths *w, int n, const float *ql, const float *qr, 
     free(s);
 }
 
+/* A case's cache and queries: random latents and keys in [-1, 1), queries in [-qamp, qamp), the keys
+ * rewritten by shape (if any) given the queries, then stored as the cache's dtype (lat and kr keep
+ * the values the cache holds, for the reference). */
+typedef struct {
+    float *lat, *kr, *q;
+    void *clat, *ckr;
+    attention_kv kv;
+    const float *ql, *qr;
+} test_row;
+
+static test_row row_create(const widths *w, int n, dtype_t dt, double qamp, key_shape shape, float scale)
+{
+    size_t es = dtype_size(dt), nq = (size_t)w->heads * (w->R + w->rope);
+    test_row r = {.lat = malloc((size_t)n * w->R * sizeof(float)), .kr = malloc((size_t)n * w->rope * sizeof(float)),
+                  .q = malloc(nq * sizeof(float)), .clat = malloc((size_t)n * w->R * es),
+                  .ckr = malloc((size_t)n * w->rope * es)};
+    fill_floats(r.lat, (size_t)n * w->R, 1.0);
+    fill_floats(r.kr, (size_t)n * w->rope, 1.0);
+    fill_floats(r.q, nq, qamp);
+    r.ql = r.q;
+    r.qr = r.q + (size_t)w->heads * w->R;
+    if (shape) shape(w, n, r.qr, r.kr);
+    to_cache(r.lat, r.clat, (size_t)n * w->R, dt);
+    to_cache(r.kr, r.ckr, (size_t)n * w->rope, dt);
+    r.kv = (attention_kv){w->heads, w->R, w->rope, dt, r.clat, r.ckr, scale};
+    return r;
+}
+
+static void row_free(test_row *r)
+{
+    free(r->lat); free(r->kr); free(r->q); free(r->clat); free(r->ckr);
+}
+
+/* The largest |out - want| over n values (NaN if any is: fmax would pass over a NaN). */
+static double max_error(const float *out, const double *want, size_t n)
+{
+    double err = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs(out[i] - want[i]);
+        err = isnan(d) || isnan(err) ? NAN : fmax(err, d);
+    }
+    return err;
+}
+
 /* attention_row as on a machine of `machine` CPUs (they set how many chunks a short row is cut
- * into; the pool's size must not). */
-static void run(const attention_kv *kv, int n, const float *ql, const float *qr, int machine, int threads, float *out)
+ * into; the pool's size must not), traced into tr if it is not NULL. */
+static void run(const test_row *r, int n, int machine, int threads, float *out, attention_trace *tr)
 {
     thread_pool *pool = thread_pool_create(threads);
-    size_t bytes = attention_scratch_bytes(kv->heads, kv->R, kv->rope, threads);
+    size_t bytes = attention_scratch_bytes(r->kv.heads, r->kv.R, r->kv.rope, threads);
     void *scratch = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     memset(scratch, 0, bytes);
-    attention_row_on_machine(pool, kv, n, ql, qr, out, scratch, machine, NULL);
+    attention_row_on_machine(pool, &r->kv, n, r->ql, r->qr, out, scratch, machine, tr);
     free(scratch);
     thread_pool_free(pool);
 }
@@ -122,43 +166,29 @@ static void run(const attention_kv *kv, int n, const float *ql, const float *qr,
  * bit-identical to 1. */
 static void check_shaped(const widths *w, int n, dtype_t dt, double qamp, key_shape shape)
 {
-    size_t es = dtype_size(dt), nq = (size_t)w->heads * (w->R + w->rope);
-    float *lat = malloc((size_t)n * w->R * sizeof(float)), *kr = malloc((size_t)n * w->rope * sizeof(float));
-    void *clat = malloc((size_t)n * w->R * es), *ckr = malloc((size_t)n * w->rope * es);
-    float *q = malloc(nq * sizeof(float)), *out1 = malloc((size_t)w->heads * w->R * sizeof(float));
-    float *outk = malloc((size_t)w->heads * w->R * sizeof(float));
-    double *want = malloc((size_t)w->heads * w->R * sizeof(double));
-    fill_floats(lat, (size_t)n * w->R, 1.0);
-    fill_floats(kr, (size_t)n * w->rope, 1.0);
-    fill_floats(q, nq, qamp);
-    const float *ql = q, *qr = q + (size_t)w->heads * w->R;
-    if (shape) shape(w, n, qr, kr);
-    to_cache(lat, clat, (size_t)n * w->R, dt);
-    to_cache(kr, ckr, (size_t)n * w->rope, dt);
+    size_t no = (size_t)w->heads * w->R;
     double scale = 1.0 / sqrt((double)(w->R + w->rope) / 4.0);
-    attention_kv kv = {w->heads, w->R, w->rope, dt, clat, ckr, (float)scale};
-    reference(w, n, ql, qr, lat, kr, (double)(float)scale, want);
+    test_row r = row_create(w, n, dt, qamp, shape, (float)scale);
+    float *out1 = malloc(no * sizeof(float)), *outk = malloc(no * sizeof(float));
+    double *want = malloc(no * sizeof(double));
+    reference(w, n, r.ql, r.qr, r.lat, r.kr, (double)(float)scale, want);
     /* a machine of 2 CPUs (long chunks) and one of 16 (a row of few heads from 384 positions cut
      * into up to 16 chunks of 128 or more; of many heads, into chunks enough for 16 items) */
     static const int machines[] = {2, 16}, threads[] = {2, 3, 4, 8};
     for (size_t m = 0; m < sizeof machines / sizeof *machines; m++) {
-        run(&kv, n, ql, qr, machines[m], 1, out1);
-        double err = 0;
-        for (size_t i = 0; i < (size_t)w->heads * w->R; i++) {
-            double d = fabs(out1[i] - want[i]);
-            err = isnan(d) || isnan(err) ? NAN : fmax(err, d); /* fmax would pass over a NaN */
-        }
+        run(&r, n, machines[m], 1, out1, NULL);
+        double err = max_error(out1, want, no);
         CHECK(err <= 2e-5, "%s %d heads R %d rope %d n %d %s%s, %d CPUs: max error %.3g against float64",
               cpu_path_name(kernels_path()), w->heads, w->R, w->rope, n, dt == DTYPE_BF16 ? "bf16" : "f32",
               shape ? " (shaped keys)" : "", machines[m], err);
         for (size_t i = 0; i < sizeof threads / sizeof *threads; i++) {
-            run(&kv, n, ql, qr, machines[m], threads[i], outk);
-            CHECK(!memcmp(out1, outk, (size_t)w->heads * w->R * sizeof(float)),
-                  "%s %d heads n %d, %d CPUs: %d threads differ from 1", cpu_path_name(kernels_path()), w->heads, n,
-                  machines[m], threads[i]);
+            run(&r, n, machines[m], threads[i], outk, NULL);
+            CHECK(!memcmp(out1, outk, no * sizeof(float)), "%s %d heads n %d, %d CPUs: %d threads differ from 1",
+                  cpu_path_name(kernels_path()), w->heads, n, machines[m], threads[i]);
         }
     }
-    free(lat); free(kr); free(clat); free(ckr); free(q); free(out1); free(outk); free(want);
+    row_free(&r);
+    free(out1); free(outk); free(want);
 }
 
 static void check_case(const widths *w, int n, dtype_t dt, double qamp) { check_shaped(w, n, dt, qamp, NULL); }
@@ -171,35 +201,25 @@ static void check_case(const widths *w, int n, dtype_t dt, double qamp) { check_
  * not change a bit. */
 static void check_helped(const widths *w, int n, dtype_t dt)
 {
-    size_t es = dtype_size(dt), nq = (size_t)w->heads * (w->R + w->rope), no = (size_t)w->heads * w->R;
-    float *lat = malloc((size_t)n * w->R * sizeof(float)), *kr = malloc((size_t)n * w->rope * sizeof(float));
-    void *clat = malloc((size_t)n * w->R * es), *ckr = malloc((size_t)n * w->rope * es);
-    float *q = malloc(nq * sizeof(float)), *out1 = malloc(no * sizeof(float)), *outk = malloc(no * sizeof(float));
+    size_t no = (size_t)w->heads * w->R;
+    test_row r = row_create(w, n, dt, 2.0, NULL, 0.07f);
+    float *out1 = malloc(no * sizeof(float)), *outk = malloc(no * sizeof(float));
     attention_trace *tr = malloc(sizeof *tr);
-    fill_floats(lat, (size_t)n * w->R, 1.0);
-    fill_floats(kr, (size_t)n * w->rope, 1.0);
-    fill_floats(q, nq, 2.0);
-    to_cache(lat, clat, (size_t)n * w->R, dt);
-    to_cache(kr, ckr, (size_t)n * w->rope, dt);
-    attention_kv kv = {w->heads, w->R, w->rope, dt, clat, ckr, 0.07f};
-    const float *ql = q, *qr = q + (size_t)w->heads * w->R;
-    run(&kv, n, ql, qr, 16, 1, out1);
-    double *want = malloc(no * sizeof(double)), err = 0;
-    reference(w, n, ql, qr, lat, kr, (double)0.07f, want);
-    for (size_t i = 0; i < no; i++) {
-        double d = fabs(out1[i] - want[i]);
-        err = isnan(d) || isnan(err) ? NAN : fmax(err, d);
-    }
+    run(&r, n, 16, 1, out1, NULL);
+    double *want = malloc(no * sizeof(double));
+    reference(w, n, r.ql, r.qr, r.lat, r.kr, (double)0.07f, want);
+    double err = max_error(out1, want, no);
     CHECK(err <= 2e-5, "%d heads n %d %s, 16 CPUs: max error %.3g against float64", w->heads, n,
           dt == DTYPE_BF16 ? "bf16" : "f32", err);
     free(want);
+    /* one pool for every call: a pool per call would start its threads afresh and rarely lose a core */
     int threads = 16, helped = 0, calls = 0, same = 1;
     thread_pool *pool = thread_pool_create(threads);
-    size_t bytes = attention_scratch_bytes(kv.heads, kv.R, kv.rope, threads);
+    size_t bytes = attention_scratch_bytes(r.kv.heads, r.kv.R, r.kv.rope, threads);
     void *scratch = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     memset(scratch, 0, bytes);
     for (; calls < 400 && (helped == 0 || calls < 20); calls++) {
-        attention_row_on_machine(pool, &kv, n, ql, qr, outk, scratch, 16, tr);
+        attention_row_on_machine(pool, &r.kv, n, r.ql, r.qr, outk, scratch, 16, tr);
         helped += tr->helped;
         same &= !memcmp(out1, outk, no * sizeof(float));
     }
@@ -211,7 +231,8 @@ static void check_helped(const widths *w, int n, dtype_t dt)
            dt == DTYPE_BF16 ? "bf16" : "f32", helped, calls);
     free(scratch);
     thread_pool_free(pool);
-    free(lat); free(kr); free(clat); free(ckr); free(q); free(out1); free(outk); free(tr);
+    row_free(&r);
+    free(out1); free(outk); free(tr);
 }
 
 /* R1's row of 4100 positions as on 2 CPUs (4 chunks): on 1 thread, 4 chunks per thread, one item
@@ -219,33 +240,21 @@ static void check_helped(const widths *w, int n, dtype_t dt)
  * The traced item counts show which ran, and the two must agree to the bit. */
 static void check_shared_groups(const widths *w, int n, dtype_t dt)
 {
-    size_t es = dtype_size(dt), nq = (size_t)w->heads * (w->R + w->rope), no = (size_t)w->heads * w->R;
-    float *lat = malloc((size_t)n * w->R * sizeof(float)), *kr = malloc((size_t)n * w->rope * sizeof(float));
-    void *clat = malloc((size_t)n * w->R * es), *ckr = malloc((size_t)n * w->rope * es);
-    float *q = malloc(nq * sizeof(float)), *out[2] = {malloc(no * sizeof(float)), malloc(no * sizeof(float))};
+    size_t no = (size_t)w->heads * w->R;
+    test_row r = row_create(w, n, dt, 0.5, NULL, 0.07f);
+    float *out[2] = {malloc(no * sizeof(float)), malloc(no * sizeof(float))};
     attention_trace *tr = malloc(sizeof *tr);
-    fill_floats(lat, (size_t)n * w->R, 1.0);
-    fill_floats(kr, (size_t)n * w->rope, 1.0);
-    fill_floats(q, nq, 0.5);
-    to_cache(lat, clat, (size_t)n * w->R, dt);
-    to_cache(kr, ckr, (size_t)n * w->rope, dt);
-    attention_kv kv = {w->heads, w->R, w->rope, dt, clat, ckr, 0.07f};
     int items[2];
     for (int k = 0; k < 2; k++) {
-        thread_pool *pool = thread_pool_create(k + 1);
-        size_t bytes = attention_scratch_bytes(kv.heads, kv.R, kv.rope, k + 1);
-        void *scratch = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-        memset(scratch, 0, bytes);
-        attention_row_on_machine(pool, &kv, n, q, q + (size_t)w->heads * w->R, out[k], scratch, 2, tr);
+        run(&r, n, 2, k + 1, out[k], tr);
         items[k] = tr->items;
-        free(scratch);
-        thread_pool_free(pool);
     }
     CHECK(items[1] == 4 * items[0], "%d heads n %d %s: 1 thread ran %d items, 2 threads %d (expected 4 groups per item "
           "on 1 thread)", w->heads, n, dt == DTYPE_BF16 ? "bf16" : "f32", items[0], items[1]);
     CHECK(!memcmp(out[0], out[1], no * sizeof(float)), "%d heads n %d %s: items of four groups differ from items of one",
           w->heads, n, dt == DTYPE_BF16 ? "bf16" : "f32");
-    free(lat); free(kr); free(clat); free(ckr); free(q); free(out[0]); free(out[1]); free(tr);
+    row_free(&r);
+    free(out[0]); free(out[1]); free(tr);
 }
 
 int main(void)
