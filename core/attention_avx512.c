@@ -552,15 +552,17 @@ static pf_cursor rows_of(const attention_kv *kv, int next, int rows)
  * (bench_attention, interleaved runs) that read faster than into L2, most with both cores
  * streaming; Zen 4's 32 KiB does not hold them and prefetches into L2, as Intel cores do (slower
  * into L1 there: attention_l1_prefetch_bytes). Two blocks ahead (into L2) measured slower than one
- * on Zen 5. */
+ * on Zen 5. The prefetch runs from row pf_from to the next block's end: pf_from is the next block's
+ * first row, or in a cold item's first block the first row not asked for at its start. */
 INLINE void few_block(int NH, int PAIRS, int R, int rope, const attention_item *it, const float *ql, const float *qr, int t,
-                      int nt, int next_rows, few_state *st, float *raw, float *w)
+                      int nt, int pf_from, int next_rows, few_state *st, float *raw, float *w)
 {
     const attention_kv *kv = it->kv;
     int nq = (nt + 3) / 4;
     size_t es = PAIRS ? 2 : 4;
     const char *lat = (const char *)kv->latent + (size_t)t * R * es, *kr = (const char *)kv->krope + (size_t)t * rope * es;
-    pf_cursor pf = rows_of(kv, t + nt, next_rows < it->n - t - nt ? next_rows : it->n - t - nt);
+    int pf_end = t + nt + (next_rows < it->n - t - nt ? next_rows : it->n - t - nt);
+    pf_cursor pf = rows_of(kv, pf_from, pf_end - pf_from);
     unsigned total = (unsigned)pf.rows;
     pf.l1 = st->pf_l1;
     pf.rate = (total * 5 * 65536 / 9 + nq - 1) / nq;
@@ -602,9 +604,14 @@ INLINE void few_block(int NH, int PAIRS, int R, int rope, const attention_item *
  * accumulators' loads and stores). Every block is whole, the first too: a ramp of short first blocks
  * (8, 16, 40, then 64) cost a thread whose chunks run back to back, each prefetched by the one before,
  * 7-9% per call on an Emerald Rapids core (BF16, 1k in chunks of 128 on 1 thread). An item whose
- * first rows nobody prefetched asks for its first 32 rows at once instead, the ramp's reason (2
- * threads, chunks of 512 each starting cold: 0.984-0.990x the ramp's speed, BF16 1k). The blocks
- * follow the chunk alone, the prefetch the thread: the bits never depend on which thread ran what. */
+ * first rows nobody prefetched asks for its first FEW_FIRST_ROWS at once instead, the ramp's reason
+ * (2 threads, chunks of 512 each starting cold: 0.984-0.990x the ramp's speed, BF16 1k), and leaves
+ * the rest of its first block to that block's own prefetch, ahead of the next block's rows. It used
+ * to ask for 32 rows at once and nothing more: the core then stood ~1,200 cycles while 160 prefetches
+ * queued, and the first block's rows 32-63 were the score pass's own misses (BF16 1k per call:
+ * 1.06x on 1 and 2 threads; 16 rows at once 1.03-1.05x, 40 rows 1.01-1.07x). The blocks follow the
+ * chunk alone, the prefetch the thread: the bits never depend on which thread ran what. */
+#define FEW_FIRST_ROWS 24
 INLINE void few_item(int NH, int PAIRS, const attention_item *it)
 {
     const attention_kv *kv = it->kv;
@@ -623,15 +630,17 @@ INLINE void few_item(int NH, int PAIRS, const attention_item *it)
     memset(it->acc, 0, (size_t)NH * R * sizeof(float));
     int full = PAIRS ? ATTN_BLOCK : ATTN_BLOCK / 2;
     size_t es = PAIRS ? 2 : 4, block_bytes = (size_t)full * (R + rope) * es;
-    if (!it->rows_prefetched) {
+    int cold = !it->rows_prefetched;
+    if (cold) {
         attention_ahead first = attention_block_after(kv, it->t0, it->t1, 0); /* the item's own rows */
-        attention_prefetch(&first, 0, 32);
+        attention_prefetch(&first, 0, FEW_FIRST_ROWS);
     }
     few_state st = {.m = _mm512_set1_ps(-INFINITY), .l = _mm512_setzero_ps(),
                     .pf_l1 = 8 * 2 * block_bytes <= 7 * (size_t)it->l1_prefetch_bytes};
     for (int t = it->t0; t < it->t1;) {
         int nt = it->t1 - t < full ? it->t1 - t : full;
-        few_block(NH, PAIRS, R, rope, it, ql, qr, t, nt, full, &st, raw, w);
+        int pf_from = cold && t == it->t0 && nt > FEW_FIRST_ROWS ? t + FEW_FIRST_ROWS : t + nt;
+        few_block(NH, PAIRS, R, rope, it, ql, qr, t, nt, pf_from, full, &st, raw, w);
         t += nt;
     }
     float m[16], l[16];
