@@ -606,11 +606,10 @@ INLINE void few_block(int NH, int PAIRS, int R, int rope, const attention_item *
  * 7-9% per call on an Emerald Rapids core (BF16, 1k in chunks of 128 on 1 thread). An item whose
  * first rows nobody prefetched asks for its first FEW_FIRST_ROWS at once instead, the ramp's reason
  * (2 threads, chunks of 512 each starting cold: 0.984-0.990x the ramp's speed, BF16 1k), and leaves
- * the rest of its first block to that block's own prefetch, ahead of the next block's rows. It used
- * to ask for 32 rows at once and nothing more: the core then stood ~1,200 cycles while 160 prefetches
- * queued, and the first block's rows 32-63 were the score pass's own misses (BF16 1k per call:
- * 1.06x on 1 and 2 threads; 16 rows at once 1.03-1.05x, 40 rows 1.01-1.07x). The blocks follow the
- * chunk alone, the prefetch the thread: the bits never depend on which thread ran what. */
+ * the rest of its first block to that block's own prefetch, ahead of the next block's rows: more
+ * asked at once stalls the core while the prefetches queue (32 rows: ~1,200 cycles), and rows left
+ * to nobody become the score pass's own misses. The blocks follow the chunk alone, the prefetch the
+ * thread: the bits never depend on which thread ran what. */
 #define FEW_FIRST_ROWS 24
 INLINE void few_item(int NH, int PAIRS, const attention_item *it)
 {
