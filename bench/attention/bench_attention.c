@@ -52,16 +52,10 @@ __attribute__((target("avx512f,fma"))) static float fma_chains_512(int iters)
     return _mm512_reduce_add_ps(s);
 }
 
-__attribute__((target("avx2,fma"))) static float fma_chains_256(int iters)
+static float fma_chains_256(int iters)
 {
-    __m256 a[12], x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
-    for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps((float)i);
-    for (int it = 0; it < iters; it++)
-#pragma GCC unroll 12
-        for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(a[i], x, y);
     float out[8], s = 0;
-    for (int i = 1; i < 12; i++) a[0] = _mm256_add_ps(a[0], a[i]);
-    _mm256_storeu_ps(out, a[0]);
+    bench_fma_probe_avx2(iters, out);
     for (int i = 0; i < 8; i++) s += out[i];
     return s;
 }

@@ -132,18 +132,6 @@ AVX2 static void wide_weighted_bf16(const void *rows, const float *s, long n, co
              WIDE_HEADS, 1024, 128);
 }
 
-/* 12 independent FMA chains, iters x 12 FMAs: bench_attention's compute probe. */
-AVX2 static void fma_probe(long iters, float *out)
-{
-    __m256 a[12], x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
-    for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps((float)i);
-    for (long it = 0; it < iters; it++)
-#pragma GCC unroll 12
-        for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(a[i], x, y);
-    for (int i = 1; i < 12; i++) a[0] = _mm256_add_ps(a[0], a[i]);
-    _mm256_storeu_ps(out, a[0]);
-}
-
 /* The operands: a 96 KiB buffer, of which each shape reads at most 24 KiB (its block, in L1). */
 typedef struct {
     float *rows, *q, *s, *out;
@@ -198,39 +186,12 @@ static long run_shape(int i, const operands *o)
     return fmas;
 }
 
-static double percentile(double *v, int n, double p)
-{
-    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
-    return v[(int)(p * (n - 1) + 0.5)];
-}
-
 int main(int argc, char **argv)
 {
     double seconds = 4.0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help")) {
-            printf("usage: tile_ceiling [--seconds S]  (default 4: samples alternate the shapes with the FMA probe)\n");
-            return 0;
-        }
-        if (!strcmp(argv[i], "--seconds")) {
-            char *end = NULL;
-            seconds = i + 1 < argc ? strtod(argv[i + 1], &end) : 0;
-            if (!end || *end || !(seconds > 0 && seconds <= 3600)) {
-                fprintf(stderr, "tile_ceiling: --seconds needs a number of seconds in (0, 3600], got '%s'\n",
-                        i + 1 < argc ? argv[i + 1] : "");
-                return 2;
-            }
-            i++;
-            continue;
-        }
-        fprintf(stderr, "tile_ceiling: unknown option '%s' (see --help)\n", argv[i]);
-        return 2;
-    }
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
-        fprintf(stderr, "tile_ceiling: this CPU has no AVX2 and FMA (the shapes are the AVX2 path's)\n");
-        return 1;
-    }
+    int status = bench_avx2_tool_args(argc, argv, "tile_ceiling",
+                                      "[--seconds S]  (default 4: samples alternate the shapes with the FMA probe)", &seconds);
+    if (status >= 0) return status;
     static const int32_t odd_mask[8] __attribute__((aligned(32))) = {
         (int32_t)0xFFFF0000u, (int32_t)0xFFFF0000u, (int32_t)0xFFFF0000u, (int32_t)0xFFFF0000u,
         (int32_t)0xFFFF0000u, (int32_t)0xFFFF0000u, (int32_t)0xFFFF0000u, (int32_t)0xFFFF0000u};
@@ -249,7 +210,7 @@ int main(int argc, char **argv)
             double t0 = bench_now_s();
             long fmas = run_shape(i, &o);
             double t1 = bench_now_s();
-            fma_probe(fmas / 12, o.out);
+            bench_fma_probe_avx2(fmas / 12, o.out);
             double t2 = bench_now_s();
             share[i * cap + n] = (t2 - t1) / (t1 - t0);
             gflops[i * cap + n] = 16.0 * (double)fmas / (t2 - t1) / 1e9;
@@ -262,8 +223,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < SHAPES; i++) {
         double *sh = share + i * cap, *gf = gflops + i * cap;
         printf("%-27s | %-56s | %6.1f%% %6.1f%% %6.1f%%      | %6.1f %6.1f %6.1f\n", shape_names[i], shape_ops[i],
-               100 * percentile(sh, n, 0.1), 100 * percentile(sh, n, 0.5), 100 * percentile(sh, n, 0.9),
-               percentile(gf, n, 0.1), percentile(gf, n, 0.5), percentile(gf, n, 0.9));
+               100 * bench_percentile(sh, n, 0.1), 100 * bench_percentile(sh, n, 0.5), 100 * bench_percentile(sh, n, 0.9),
+               bench_percentile(gf, n, 0.1), bench_percentile(gf, n, 0.5), bench_percentile(gf, n, 0.9));
     }
     free(share);
     free(gflops);
