@@ -32,6 +32,9 @@ int main(int argc, char **argv)
     float out[8];
     if (!share || !blocks[0] || !blocks[1]) {
         fprintf(stderr, "few_phases: out of memory for the blocks\n");
+        few_phases_block_free(blocks[0]);
+        few_phases_block_free(blocks[1]);
+        free(share);
         return 1;
     }
     /* both dtypes' phases in every round, so that they see the same phases of a shared core; an F32
