@@ -109,6 +109,17 @@ int attention_l1_prefetch_bytes(void)
     return v;
 }
 
+int attention_l1d_bytes(void)
+{
+    static atomic_int bytes = -1;
+    int v = atomic_load_explicit(&bytes, memory_order_relaxed);
+    if (v < 0) {
+        v = l1d_from_cpuid();
+        atomic_store_explicit(&bytes, v, memory_order_relaxed);
+    }
+    return v;
+}
+
 /* o[k] = inv * sum_c w[c] acc[c * stride + k] for the columns of whole vectors (merge_columns_*). */
 typedef int (*merge_columns_fn)(const float *acc, size_t stride, const float *w, int nc, float inv, int R, float *o);
 
@@ -117,7 +128,7 @@ typedef struct {
     const float *q_lat, *q_rope;
     float *out;
     int n_chunks, n_long, long_len, short_len;  /* n_long chunks of long_len positions, then short_len */
-    int group_heads, n_groups, n, n_threads, l1_prefetch_bytes;
+    int group_heads, n_groups, n, n_threads, l1_prefetch_bytes, l1d_bytes;
     int item_groups;           /* groups per item: 1, or several run block by block (item_groups_for) */
     int n_items, merge_items;  /* chunks x groups / item_groups; merges on the pool after them (0: the caller's) */
     int help;                  /* idle threads take pieces of running items (the items' boards in s.help) */
@@ -192,7 +203,7 @@ static attention_item item_of(const row_job *j, int i, float *conv)
         .t0 = chunk_start(j, c), .t1 = chunk_start(j, c + 1) < j->n ? chunk_start(j, c + 1) : j->n,
         .n = j->n, .nh = kv->heads - h0 < j->group_heads ? kv->heads - h0 : j->group_heads, .groups = j->item_groups,
         .acc = acc, .m = j->s.m + part, .l = j->s.l + part, .conv = conv,
-        .l1_prefetch_bytes = j->l1_prefetch_bytes, .help = j->help ? &j->s.help[i] : NULL,
+        .l1_prefetch_bytes = j->l1_prefetch_bytes, .l1d_bytes = j->l1d_bytes, .help = j->help ? &j->s.help[i] : NULL,
     };
 }
 
@@ -589,7 +600,7 @@ void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, 
     if (trace) trace->start = attention_clock_ns();
     static atomic_uint calls;
     row_job j = {.kv = kv, .q_lat = q_lat, .q_rope = q_rope, .out = out, .n = n, .n_threads = thread_pool_size(pool),
-                 .l1_prefetch_bytes = attention_l1_prefetch_bytes(), .item = item_path(), .merge_columns = merge_path(),
+                 .l1_prefetch_bytes = attention_l1_prefetch_bytes(), .l1d_bytes = attention_l1d_bytes(), .item = item_path(), .merge_columns = merge_path(),
                  .trace = trace, .call = atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed) + 1};
     carve(kv->heads, kv->R, kv->rope, j.n_threads, scratch, &j.s);
     cut_row(&j, n, kv->heads, machine_cpus, spread_group_heads());

@@ -686,9 +686,22 @@ static void item_start(const attention_item *it, const float **ql, const float *
     *qr = it->conv + (size_t)nh * R;
 }
 
-/* Items of four heads or fewer: blocks of 32 F32 rows or 64 BF16 rows, 20 KB at the embedded
- * width, what L1 keeps while the weighted pass reads the block a second time (64 F32 rows outgrow
- * it); shorter blocks cost more per position (the softmax, the accumulators' loads and stores).
+/* BF16 rows of a few-heads block: ATTN_BLOCK, or fewer where two such blocks outgrow L1d: the
+ * largest multiple of 16 whose two blocks fit, at least 32 (what a row as wide as R1's would get;
+ * no model has one with four heads or fewer). At the embedded width that is 48 on a 32 KiB L1d
+ * (Zen 4), where 48 against 64 ran 1k on 2 threads 1.019-1.030x per call (seven pairings: two items
+ * of 512 positions, both cold), 1 thread 1.002-1.004x, 4k-32k 0.993-1.008x, so the gain is the cold
+ * items' alone; 40 rows ran 0.983-0.985x, 56 1.010-1.015x. A 48 KiB L1d keeps 64. */
+static int few_block_rows_bf16(const attention_item *it)
+{
+    size_t two = 2 * 2 * ((size_t)it->kv->R + (size_t)it->kv->rope);
+    int rows = (int)((size_t)it->l1d_bytes / two) / 16 * 16;
+    return rows > ATTN_BLOCK ? ATTN_BLOCK : rows < 32 ? 32 : rows;
+}
+
+/* Items of four heads or fewer: blocks of 32 F32 rows or 64 BF16 rows (few_block_rows_bf16), 20 KB
+ * at the embedded width, what L1 keeps while the weighted pass reads the block a second time (64 F32
+ * rows outgrow it); shorter blocks cost more per position (the softmax, the accumulators' loads and stores).
  * BF16 items start on rows nobody prefetched with blocks of ATTN_RAMP_FIRST positions that double
  * (the AVX-512 path's item says why: here 1k positions cold 29.7 -> 29.3 us); F32 ones measured
  * slower so (their first blocks' prefetch bursts). The running maxima and sums stay in few_state
@@ -697,7 +710,7 @@ static void item_start(const attention_item *it, const float **ql, const float *
 static void attention_item_few_heads(const attention_item *it)
 {
     float raw[4 * ATTN_BLOCK] __attribute__((aligned(64))), w[4 * ATTN_BLOCK] __attribute__((aligned(64)));
-    int bf16 = it->kv->dtype == DTYPE_BF16, full = bf16 ? ATTN_BLOCK : ATTN_BLOCK / 2, blk = bf16 ? ATTN_RAMP_FIRST : full;
+    int bf16 = it->kv->dtype == DTYPE_BF16, full = bf16 ? few_block_rows_bf16(it) : ATTN_BLOCK / 2, blk = bf16 ? ATTN_RAMP_FIRST : full;
     /* the first block's rows at once: no block before it in the item prefetched them, and the
      * score pass's own misses, three rows at a time, read them at a third of the bandwidth. BF16
      * asks before item_start, so that their latency runs beside the queries' reordering (1k on 2

@@ -107,6 +107,7 @@ typedef struct {
     float *m, *l;                 /* [nh] running max of the scaled scores, sum of exp(score - m) */
     float *conv;                  /* ATTN_CONV_FLOATS_GROUPS(R, rope, groups): a BF16 block widened, a path's work */
     int l1_prefetch_bytes;        /* L1 data cache prefetches may fill, 0: none (attention_l1_prefetch_bytes) */
+    int l1d_bytes;                /* the L1 data cache's size (attention_l1d_bytes) */
     attention_help *help;         /* NULL, or the board of this item's pieces that idle threads may take */
     int rows_prefetched;          /* this thread's last item was the chunk before, in this call: it
                                    * prefetched this one's first rows */
@@ -116,6 +117,9 @@ typedef struct {
  * when neither says) on AMD, where the few-heads loop prefetches into L1 when it holds two blocks;
  * 0 on other vendors (see attention.c). */
 int attention_l1_prefetch_bytes(void);
+
+/* The L1 data cache's size on any vendor (the same CPUID leaves), read once. */
+int attention_l1d_bytes(void);
 
 /* The cache rows of the block after the one being scored: the score pass prefetches them a few rows
  * at a time, one block (ATTN_BLOCK positions) ahead. The hardware prefetcher alone leaves the core
