@@ -98,26 +98,27 @@ static int l1_prefetch_from_cpuid(void)
     return l1d_from_cpuid();
 }
 
+/* *slot (-1: not read yet), read once by read(). */
+static int read_once(atomic_int *slot, int (*read)(void))
+{
+    int v = atomic_load_explicit(slot, memory_order_relaxed);
+    if (v < 0) {
+        v = read();
+        atomic_store_explicit(slot, v, memory_order_relaxed);
+    }
+    return v;
+}
+
 int attention_l1_prefetch_bytes(void)
 {
     static atomic_int bytes = -1;
-    int v = atomic_load_explicit(&bytes, memory_order_relaxed);
-    if (v < 0) {
-        v = l1_prefetch_from_cpuid();
-        atomic_store_explicit(&bytes, v, memory_order_relaxed);
-    }
-    return v;
+    return read_once(&bytes, l1_prefetch_from_cpuid);
 }
 
 int attention_l1d_bytes(void)
 {
     static atomic_int bytes = -1;
-    int v = atomic_load_explicit(&bytes, memory_order_relaxed);
-    if (v < 0) {
-        v = l1d_from_cpuid();
-        atomic_store_explicit(&bytes, v, memory_order_relaxed);
-    }
-    return v;
+    return read_once(&bytes, l1d_from_cpuid);
 }
 
 /* o[k] = inv * sum_c w[c] acc[c * stride + k] for the columns of whole vectors (merge_columns_*). */
