@@ -204,7 +204,8 @@ static attention_item item_of(const row_job *j, int i, float *conv)
         .t0 = chunk_start(j, c), .t1 = chunk_start(j, c + 1) < j->n ? chunk_start(j, c + 1) : j->n,
         .n = j->n, .nh = kv->heads - h0 < j->group_heads ? kv->heads - h0 : j->group_heads, .groups = j->item_groups,
         .acc = acc, .m = j->s.m + part, .l = j->s.l + part, .conv = conv,
-        .l1_prefetch_bytes = j->l1_prefetch_bytes, .l1d_bytes = j->l1d_bytes, .help = j->help ? &j->s.help[i] : NULL,
+        .l1_prefetch_bytes = j->l1_prefetch_bytes, .l1d_bytes = j->l1d_bytes,
+        .help = j->help ? &j->s.help[i] : NULL,
     };
 }
 
@@ -601,8 +602,9 @@ void attention_row_on_machine(thread_pool *pool, const attention_kv *kv, int n, 
     if (trace) trace->start = attention_clock_ns();
     static atomic_uint calls;
     row_job j = {.kv = kv, .q_lat = q_lat, .q_rope = q_rope, .out = out, .n = n, .n_threads = thread_pool_size(pool),
-                 .l1_prefetch_bytes = attention_l1_prefetch_bytes(), .l1d_bytes = attention_l1d_bytes(), .item = item_path(), .merge_columns = merge_path(),
-                 .trace = trace, .call = atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed) + 1};
+                 .l1_prefetch_bytes = attention_l1_prefetch_bytes(), .l1d_bytes = attention_l1d_bytes(),
+                 .item = item_path(), .merge_columns = merge_path(), .trace = trace,
+                 .call = atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed) + 1};
     carve(kv->heads, kv->R, kv->rope, j.n_threads, scratch, &j.s);
     cut_row(&j, n, kv->heads, machine_cpus, spread_group_heads());
     j.group_heads = group_heads(kv->heads, j.n_chunks, j.n_threads);

@@ -699,9 +699,10 @@ static int few_block_rows_bf16(const attention_item *it)
     return rows > ATTN_BLOCK ? ATTN_BLOCK : rows < 32 ? 32 : rows;
 }
 
-/* Items of four heads or fewer: blocks of 32 F32 rows or 64 BF16 rows (few_block_rows_bf16), 20 KB
- * at the embedded width, what L1 keeps while the weighted pass reads the block a second time (64 F32
- * rows outgrow it); shorter blocks cost more per position (the softmax, the accumulators' loads and stores).
+/* Items of four heads or fewer: blocks of 32 F32 rows or up to 64 BF16 rows (few_block_rows_bf16),
+ * 20 KB at the embedded width, what L1 keeps while the weighted pass reads the block a second time
+ * (64 F32 rows outgrow it); shorter blocks cost more per position (the softmax, the accumulators'
+ * loads and stores).
  * BF16 items start on rows nobody prefetched with blocks of ATTN_RAMP_FIRST positions that double
  * (the AVX-512 path's item says why: here 1k positions cold 29.7 -> 29.3 us); F32 ones measured
  * slower so (their first blocks' prefetch bursts). The running maxima and sums stay in few_state
@@ -710,7 +711,8 @@ static int few_block_rows_bf16(const attention_item *it)
 static void attention_item_few_heads(const attention_item *it)
 {
     float raw[4 * ATTN_BLOCK] __attribute__((aligned(64))), w[4 * ATTN_BLOCK] __attribute__((aligned(64)));
-    int bf16 = it->kv->dtype == DTYPE_BF16, full = bf16 ? few_block_rows_bf16(it) : ATTN_BLOCK / 2, blk = bf16 ? ATTN_RAMP_FIRST : full;
+    int bf16 = it->kv->dtype == DTYPE_BF16, full = bf16 ? few_block_rows_bf16(it) : ATTN_BLOCK / 2;
+    int blk = bf16 ? ATTN_RAMP_FIRST : full;
     /* the first block's rows at once: no block before it in the item prefetched them, and the
      * score pass's own misses, three rows at a time, read them at a third of the bandwidth. BF16
      * asks before item_start, so that their latency runs beside the queries' reordering (1k on 2
