@@ -700,7 +700,7 @@ static int few_block_rows_bf16(const attention_item *it)
 }
 
 /* Items of four heads or fewer: blocks of 32 F32 rows or up to 64 BF16 rows (few_block_rows_bf16),
- * 20 KB at the embedded width, what L1 keeps while the weighted pass reads the block a second time
+ * 20 KB at the embedded width (64 BF16 rows), what L1 keeps while the weighted pass reads the block a second time
  * (64 F32 rows outgrow it); shorter blocks cost more per position (the softmax, the accumulators'
  * loads and stores).
  * BF16 items start on rows nobody prefetched with blocks of ATTN_RAMP_FIRST positions that double

@@ -38,7 +38,8 @@ int main(int argc, char **argv)
         return 1;
     }
     /* both dtypes' phases in every round, so that they see the same phases of a shared core; an F32
-     * block has half a BF16 one's rows, so it runs twice as many times a sample */
+     * block has fewer rows than a BF16 one (half, or two thirds of 48), so it runs twice as many times a
+     * sample (the shares are per FMA either way) */
     int n = 0;
     double end = bench_now_s() + seconds;
     while (n < CAP && bench_now_s() < end) {
@@ -57,8 +58,9 @@ int main(int argc, char **argv)
         }
         n++;
     }
-    printf("The AVX2 path's block of 4 heads at the embedded width (64 BF16 or 32 F32 rows), its phases alone in L1, "
-           "each sample followed by the FMA probe doing its FMAs (%d samples each)\n", n);
+    printf("The AVX2 path's block of 4 heads at the embedded width (%d BF16 or %d F32 rows), its phases alone in L1, "
+           "each sample followed by the FMA probe doing its FMAs (%d samples each)\n",
+           few_phases_block_rows(blocks[1]), few_phases_block_rows(blocks[0]), n);
     printf("%-5s %-40s | share of the probe: p10 p50 p90\n", "dtype", "phase");
     for (int bf16 = 1; bf16 >= 0; bf16--)
         for (int p = 0; p < FEW_PHASES; p++) {

@@ -22,7 +22,9 @@ few_phases_block *few_phases_block_create(int bf16)
     few_phases_block *b = calloc(1, sizeof *b);
     if (!b) return NULL;
     b->bf16 = bf16;
-    b->nt = bf16 ? ATTN_BLOCK : ATTN_BLOCK / 2;
+    /* the kernel's block: few_block_rows_bf16 sizes BF16 ones to this machine's L1d */
+    attention_kv kv = {.heads = HEADS, .R = R, .rope = ROPE, .dtype = DTYPE_BF16};
+    b->nt = bf16 ? few_block_rows_bf16(&(attention_item){.kv = &kv, .l1d_bytes = attention_l1d_bytes()}) : ATTN_BLOCK / 2;
     size_t es = bf16 ? 2 : 4;
     b->lat = aligned_alloc(64, (size_t)b->nt * R * es);
     b->kr = aligned_alloc(64, (size_t)b->nt * ROPE * es);
@@ -59,6 +61,8 @@ void few_phases_block_free(few_phases_block *b)
     free(b->acc);
     free(b);
 }
+
+int few_phases_block_rows(const few_phases_block *b) { return b->nt; }
 
 long few_phases_block_fmas(const few_phases_block *b) { return (long)b->nt * HEADS * (R + ROPE + R) / 8; }
 
